@@ -1,0 +1,33 @@
+# Two commands on a fresh machine:
+#   make run    install what is missing, build, and run a single-node broker on 127.0.0.1:9092 (data in ./data)
+#   make test   install what is missing and run every test: unit, integration and real-client compat suites
+SHELL := /bin/bash
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/cairn-target
+CAIRN := $(CARGO_TARGET_DIR)/release/cairn
+
+.PHONY: run test build unit compat bench fmt
+
+build:
+	./scripts/install-deps.sh run
+	cargo build --release --locked
+
+run: build
+	$(CAIRN) $(ARGS)
+
+unit:
+	cargo test --release --locked
+
+test:
+	./scripts/install-deps.sh test
+	cargo build --release --locked
+	cargo test --release --locked
+	./compat-tests/run-all.sh $(CAIRN)
+
+compat: build
+	./compat-tests/run-all.sh $(CAIRN)
+
+bench: build
+	./bench/run.sh $(CAIRN)
+
+fmt:
+	cargo fmt --all

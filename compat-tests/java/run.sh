@@ -1,0 +1,323 @@
+#!/usr/bin/env bash
+# Black-box checks of a Kafka-compatible broker with the real Apache Kafka 4.x
+# command-line tools (jars from Maven Central, see setup.sh / pom.xml).
+#   BOOTSTRAP=127.0.0.1:9092 ./run.sh
+# Prints "PASS name" / "FAIL name: reason" per check, then exactly one line
+#   java-tools: N passed, M failed
+# and exits non-zero if M > 0.
+# Environment:
+#   BOOTSTRAP      broker to test (default 127.0.0.1:9092)
+#   TOOL_TIMEOUT   seconds before a single tool run is killed (default 90)
+#   KEEP_GOING=1   run the other checks even when kafka-broker-api-versions fails
+#                  (by default they are skipped: they would only time out)
+#   VP_MESSAGES    messages per VerifiableProducer run (default 3000)
+#   KEEP_WORK=1    keep the work directory (tool outputs) even if all pass
+#   ONLY="re"      run only the check groups whose name matches the regex
+#                  (topics console get_offsets configs delete_records verifiable);
+#                  broker-api-versions always runs
+set -uo pipefail
+DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+BOOTSTRAP="${BOOTSTRAP:-127.0.0.1:9092}"
+TOOL_TIMEOUT="${TOOL_TIMEOUT:-90}"
+VP_MESSAGES="${VP_MESSAGES:-3000}"
+ONLY="${ONLY:-.}"
+RUN_ID="$(date +%s)-$$"
+T_START=$(date +%s%3N)
+
+"$DIR/setup.sh" || { echo "FAIL setup: setup.sh failed"; echo "java-tools: 0 passed, 1 failed"; exit 1; }
+command -v python3 >/dev/null || { echo "FAIL setup: python3 not found"; echo "java-tools: 0 passed, 1 failed"; exit 1; }
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/cairn-java-tools.XXXXXX")"
+PASSED=0
+FAILED=0
+pass() { echo "PASS $1"; PASSED=$((PASSED + 1)); }
+fail() { echo "FAIL $1: $2"; FAILED=$((FAILED + 1)); }
+# first lines of a file, flattened to one line, for FAIL reasons
+snip() { tr '\n\t' '  ' < "$1" 2>/dev/null | sed 's/  */ /g' | cut -c1-"${2:-240}"; }
+now_ms() { date +%s%3N; }
+
+# tool OUTNAME CLASS args...   -> $WORK/OUTNAME.out / .err ; returns the tool's status
+tool() {
+  local name="$1"; shift
+  timeout -k 5 "$TOOL_TIMEOUT" "$DIR/kafka-run.sh" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null
+}
+# like tool, with stdin from a file
+tool_in() {
+  local name="$1" input="$2"; shift 2
+  timeout -k 5 "$TOOL_TIMEOUT" "$DIR/kafka-run.sh" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" <"$input"
+}
+# the telling part of a stderr file: lines from the first error/exception on, else its tail
+snip_err() {
+  local f="$1" n
+  n=$(grep -niE -m1 'error|exception' "$f" 2>/dev/null | cut -d: -f1)
+  if [[ -n "$n" ]]; then tail -n +"$n" "$f" | head -n 4; else tail -n 3 "$f"; fi 2>/dev/null |
+    tr '\n\t' '  ' | sed 's/  */ /g' | cut -c1-300
+}
+# why a tool run failed: exit status + stderr
+why() {
+  local rc="$1" name="$2"
+  if [[ $rc -eq 124 || $rc -eq 137 ]]; then echo "timed out after ${TOOL_TIMEOUT}s; stderr: $(snip_err "$WORK/$name.err")"
+  else echo "exit $rc; stderr: $(snip_err "$WORK/$name.err")"; fi
+}
+
+TOPICS=org.apache.kafka.tools.TopicCommand
+B=(--bootstrap-server "$BOOTSTRAP")
+
+echo "java-tools: broker $BOOTSTRAP, run id $RUN_ID, work dir $WORK"
+
+# Fail fast when nothing listens at BOOTSTRAP (the tools would otherwise each
+# retry until their timeouts).
+first="${BOOTSTRAP%%,*}"
+if ! (exec 3<>"/dev/tcp/${first%:*}/${first##*:}") 2>/dev/null; then
+  fail broker-reachable "no TCP listener at $first"
+  rm -rf "$WORK"
+  echo "java-tools: $PASSED passed, $FAILED failed"
+  exit 1
+fi
+
+# ---------------------------------------------------------------- api versions
+check_api_versions() {
+  # the tool's own request timeout is 5 s; allow more on a loaded machine
+  printf 'request.timeout.ms=30000\n' > "$WORK/apiv.properties"
+  local rc; tool apiv org.apache.kafka.tools.BrokerApiVersionsCommand "${B[@]}" --command-config "$WORK/apiv.properties"; rc=$?
+  if [[ $rc -ne 0 ]]; then
+    fail broker-api-versions "$(why $rc apiv)"
+    # a broker that cannot serve this tool (ApiVersions + Metadata) would make
+    # every other tool run into its timeout too: stop here unless KEEP_GOING=1
+    if [[ "${KEEP_GOING:-0}" != 1 ]]; then ABORT=1; fi
+    return
+  fi
+  local o="$WORK/apiv.out" missing=""
+  local nb; nb=$(grep -cE '^[^ ]+:[0-9]+ \(id: -?[0-9]+ rack: .*\) -> \($' "$o")
+  [[ "$nb" -ge 1 ]] || missing+=" no-broker-line"
+  for api in 'Produce\(0\)' 'Fetch\(1\)' 'ListOffsets\(2\)' 'Metadata\(3\)' 'ApiVersions\(18\)'; do
+    grep -qE "^[[:space:]]+$api: [0-9]+ to [0-9]+ \[usable: [0-9]+\]" "$o" || missing+=" ${api//\\/}"
+  done
+  if [[ -z "$missing" ]]; then
+    pass "broker-api-versions"
+  else
+    fail broker-api-versions "missing or unusable:$missing; output: $(snip "$o")"
+  fi
+}
+
+# ---------------------------------------------------------------- kafka-topics
+check_topics() {
+  local t="cairn-jt-topics-$RUN_ID" rc
+  tool tcreate $TOPICS "${B[@]}" --create --topic "$t" --partitions 3 --replication-factor 1 --config retention.ms=3600000; rc=$?
+  if [[ $rc -eq 0 ]] && grep -qx "Created topic $t." "$WORK/tcreate.out"; then
+    pass topics-create
+  else
+    fail topics-create "$(why $rc tcreate) stdout: $(snip "$WORK/tcreate.out")"
+    return
+  fi
+
+  tool tlist $TOPICS "${B[@]}" --list; rc=$?
+  if [[ $rc -eq 0 ]] && grep -qxF "$t" "$WORK/tlist.out"; then pass topics-list
+  else fail topics-list "$t not listed ($(why $rc tlist)); stdout: $(snip "$WORK/tlist.out")"; fi
+
+  # describe: header line with count + RF + the config, then one line per partition
+  describe_ok() { # $1 = outname, $2 = partition count
+    local o="$WORK/$1.out" n="$2" p
+    grep -qE "^Topic: $t[[:space:]]+TopicId: [A-Za-z0-9_-]{22}[[:space:]]+PartitionCount: $n[[:space:]]+ReplicationFactor: 1[[:space:]]+Configs: .*retention\.ms=3600000" "$o" || return 1
+    [[ $(grep -cE "^[[:space:]]+Topic: $t[[:space:]]+Partition: [0-9]+[[:space:]]+Leader: [0-9]+[[:space:]]+Replicas: [0-9]+[[:space:]]+Isr: [0-9]+" "$o") -eq "$n" ]] || return 1
+    for ((p = 0; p < n; p++)); do grep -qE "^[[:space:]]+Topic: $t[[:space:]]+Partition: $p[[:space:]]" "$o" || return 1; done
+  }
+  tool tdesc $TOPICS "${B[@]}" --describe --topic "$t"; rc=$?
+  if [[ $rc -eq 0 ]] && describe_ok tdesc 3; then pass topics-describe
+  else fail topics-describe "expected 3 partitions with Leader/Replicas/Isr and retention.ms=3600000 ($(why $rc tdesc)); stdout: $(snip "$WORK/tdesc.out" 400)"; fi
+
+  tool talter $TOPICS "${B[@]}" --alter --topic "$t" --partitions 5; rc=$?
+  if [[ $rc -ne 0 ]]; then
+    fail topics-alter-partitions "$(why $rc talter)"
+  else
+    tool tdesc5 $TOPICS "${B[@]}" --describe --topic "$t"; rc=$?
+    if [[ $rc -eq 0 ]] && describe_ok tdesc5 5; then pass topics-alter-partitions
+    else fail topics-alter-partitions "describe after --partitions 5 ($(why $rc tdesc5)); stdout: $(snip "$WORK/tdesc5.out" 400)"; fi
+  fi
+
+  tool tdel $TOPICS "${B[@]}" --delete --topic "$t"; rc=$?
+  if [[ $rc -ne 0 ]]; then fail topics-delete "$(why $rc tdel)"; return; fi
+  local i gone=0
+  for i in 1 2 3 4; do   # deletion may be asynchronous
+    tool tlist2 $TOPICS "${B[@]}" --list; rc=$?
+    if [[ $rc -eq 0 ]] && ! grep -qxF "$t" "$WORK/tlist2.out"; then gone=1; break; fi
+    sleep 1
+  done
+  if [[ $gone -eq 1 ]]; then pass topics-delete
+  else fail topics-delete "$t still listed after --delete ($(why $rc tlist2))"; fi
+}
+
+# ------------------------------------- console producer / consumer (+ reused topic)
+CT="cairn-jt-console-$RUN_ID"   # 2 partitions; also used by get-offsets, configs, delete-records
+declare -A CT_COUNT              # partition -> number of records produced
+check_console() {
+  local rc p
+  tool ccreate $TOPICS "${B[@]}" --create --topic "$CT" --partitions 2 --replication-factor 1; rc=$?
+  if [[ $rc -ne 0 ]]; then fail console-producer "could not create $CT: $(why $rc ccreate)"; return; fi
+  while read -r p n; do CT_COUNT[$p]=$n; done < <(python3 "$DIR/helpers.py" console-gen 2 "$WORK")
+  local t0; t0=$(now_ms)
+  tool_in cprod "$WORK/console.in" org.apache.kafka.tools.ConsoleProducer "${B[@]}" --topic "$CT" \
+    --producer-property acks=all \
+    --property parse.key=true --property parse.headers=true --property null.marker='<NULL>'; rc=$?
+  local t1; t1=$(now_ms)
+  # the producer logs send failures at ERROR (log4j2-quiet.xml pattern "[time] LEVEL ...")
+  if [[ $rc -eq 0 ]] && ! grep -qE '^\[[^]]*\] ERROR |Exception' "$WORK/cprod.err"; then pass console-producer
+  else fail console-producer "$(why $rc cprod)"; fi
+
+  local bad=""
+  for p in 0 1; do
+    tool "ccons$p" org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$CT" \
+      --partition "$p" --offset earliest --max-messages "${CT_COUNT[$p]}" --timeout-ms 20000 \
+      --property print.timestamp=true --property print.partition=true --property print.offset=true \
+      --property print.headers=true --property print.key=true --property null.literal='<NULL>'; rc=$?
+    if [[ $rc -ne 0 ]]; then bad+="partition $p: $(why $rc "ccons$p"); "; continue; fi
+    local r
+    if ! r=$(python3 "$DIR/helpers.py" console-check "$WORK/expected.$p" "$WORK/ccons$p.out" "$((t0 - 5000))" "$((t1 + 5000))"); then
+      bad+="partition $p: $r (stderr: $(snip "$WORK/ccons$p.err" 160)); "
+    fi
+  done
+  if [[ -z "$bad" ]]; then pass console-consumer
+  else fail console-consumer "$bad"; fi
+}
+
+# ---------------------------------------------------------------- get-offsets
+# GetOffsetShell prints topic:partition:offset
+check_get_offsets() {
+  local rc
+  tool gol org.apache.kafka.tools.GetOffsetShell "${B[@]}" --topic "$CT"; rc=$?
+  local want; want=$(printf '%s:0:%s\n%s:1:%s\n' "$CT" "${CT_COUNT[0]:-?}" "$CT" "${CT_COUNT[1]:-?}")
+  if [[ $rc -eq 0 ]] && [[ "$(sort "$WORK/gol.out")" == "$want" ]]; then pass get-offsets-latest
+  else fail get-offsets-latest "want [$(echo $want)] got [$(snip "$WORK/gol.out")] ($(why $rc gol))"; fi
+
+  tool goe org.apache.kafka.tools.GetOffsetShell "${B[@]}" --topic "$CT" --time -2; rc=$?
+  want=$(printf '%s:0:0\n%s:1:0\n' "$CT" "$CT")
+  if [[ $rc -eq 0 ]] && [[ "$(sort "$WORK/goe.out")" == "$want" ]]; then pass get-offsets-earliest
+  else fail get-offsets-earliest "want [$(echo $want)] got [$(snip "$WORK/goe.out")] ($(why $rc goe))"; fi
+}
+
+# ---------------------------------------------------------------- kafka-configs
+check_configs() {
+  local rc CFG=kafka.admin.ConfigCommand E=(--entity-type topics --entity-name "$CT")
+  tool cfg0 $CFG "${B[@]}" "${E[@]}" --describe; rc=$?
+  if [[ $rc -eq 0 ]] && grep -qx "Dynamic configs for topic $CT are:" "$WORK/cfg0.out" \
+      && ! grep -qE '^  (retention\.ms|max\.message\.bytes)=' "$WORK/cfg0.out"; then
+    pass configs-describe
+  else
+    fail configs-describe "expected a header and no retention.ms/max.message.bytes override ($(why $rc cfg0)); stdout: $(snip "$WORK/cfg0.out")"
+  fi
+
+  tool cfga $CFG "${B[@]}" "${E[@]}" --alter --add-config retention.ms=7654321,max.message.bytes=345678; rc=$?
+  if [[ $rc -ne 0 ]] || ! grep -qx "Completed updating config for topic $CT." "$WORK/cfga.out"; then
+    fail configs-alter "$(why $rc cfga) stdout: $(snip "$WORK/cfga.out")"
+  else
+    tool cfg1 $CFG "${B[@]}" "${E[@]}" --describe; rc=$?
+    if [[ $rc -eq 0 ]] && grep -qE '^  retention\.ms=7654321 sensitive=false' "$WORK/cfg1.out" \
+        && grep -qE '^  max\.message\.bytes=345678 sensitive=false' "$WORK/cfg1.out"; then
+      pass configs-alter
+    else
+      fail configs-alter "describe does not show retention.ms=7654321 and max.message.bytes=345678 ($(why $rc cfg1)); stdout: $(snip "$WORK/cfg1.out" 400)"
+    fi
+  fi
+
+  tool cfgd $CFG "${B[@]}" "${E[@]}" --alter --delete-config retention.ms; rc=$?
+  if [[ $rc -ne 0 ]]; then fail configs-delete "$(why $rc cfgd)"; return; fi
+  tool cfg2 $CFG "${B[@]}" "${E[@]}" --describe --all; rc=$?
+  local o="$WORK/cfg2.out"
+  if [[ $rc -eq 0 ]] && grep -qx "All configs for topic $CT are:" "$o" \
+      && grep -qE '^  retention\.ms=[0-9-]+ ' "$o" && ! grep -qE '^  retention\.ms=7654321 ' "$o" \
+      && ! grep -qE '^  retention\.ms=.*DYNAMIC_TOPIC_CONFIG' "$o" \
+      && grep -qE '^  max\.message\.bytes=345678 ' "$o"; then
+    pass configs-delete
+  else
+    fail configs-delete "after --delete-config retention.ms, --describe --all should show retention.ms back at its default (no dynamic synonym) and max.message.bytes=345678 kept ($(why $rc cfg2)); retention/max lines: $(grep -E '^  (retention\.ms|max\.message\.bytes)=' "$o" | tr '\n' ' ' | cut -c1-300)"
+  fi
+}
+
+# ---------------------------------------------------------------- delete-records
+check_delete_records() {
+  local rc to=3
+  if [[ "${CT_COUNT[0]:-0}" -le $to ]]; then fail delete-records "console topic has too few records"; return; fi
+  printf '{"partitions":[{"topic":"%s","partition":0,"offset":%d}],"version":1}\n' "$CT" "$to" > "$WORK/delete-records.json"
+  tool dr org.apache.kafka.tools.DeleteRecordsCommand "${B[@]}" --offset-json-file "$WORK/delete-records.json"; rc=$?
+  if [[ $rc -ne 0 ]] || ! grep -qE "partition: $CT-0[[:space:]]+low_watermark: $to\$" "$WORK/dr.out"; then
+    fail delete-records "$(why $rc dr) stdout: $(snip "$WORK/dr.out")"
+    return
+  fi
+  tool dre org.apache.kafka.tools.GetOffsetShell "${B[@]}" --topic "$CT" --time -2; rc=$?
+  local want; want=$(printf '%s:0:%d\n%s:1:0\n' "$CT" "$to" "$CT")
+  if [[ $rc -eq 0 ]] && [[ "$(sort "$WORK/dre.out")" == "$want" ]]; then pass delete-records
+  else fail delete-records "earliest offsets after delete want [$(echo $want)] got [$(snip "$WORK/dre.out")] ($(why $rc dre))"; fi
+}
+
+# ---------------------------------------------------------------- verifiable producer
+compile_reader() {
+  local build="$DIR/.build" sum
+  sum=$(cat "$DIR/DumpPartitions.java" "$DIR/lib/.stamp" | sha256sum | cut -d' ' -f1)
+  if [[ -f "$build/DumpPartitions.class" && "$(cat "$build/.stamp" 2>/dev/null)" == "$sum" ]]; then return 0; fi
+  local tmp="$DIR/.build.tmp.$$"
+  rm -rf "$tmp" && mkdir -p "$tmp" &&
+    javac -nowarn -cp "$DIR/lib/*" -d "$tmp" "$DIR/DumpPartitions.java" 2>"$WORK/javac.err" &&
+    echo "$sum" > "$tmp/.stamp" && rm -rf "$build" && mv "$tmp" "$build"
+  local rc=$?
+  rm -rf "$tmp"
+  return $rc
+}
+check_verifiable() {
+  local vt="cairn-jt-verifiable-$RUN_ID" rc mode
+  local modes=(acks-all idempotent acks1)
+  # VerifiableProducer's --value-prefix is an integer: values are "<prefix>.<n>"
+  declare -A prefix=([acks-all]=1 [idempotent]=2 [acks1]=3)
+  tool vcreate $TOPICS "${B[@]}" --create --topic "$vt" --partitions 3 --replication-factor 1; rc=$?
+  if [[ $rc -ne 0 ]]; then
+    for mode in "${modes[@]}"; do fail "verifiable-producer-$mode" "could not create $vt: $(why $rc vcreate)"; done
+    return
+  fi
+  printf 'enable.idempotence=false\nretries=5\nmax.in.flight.requests.per.connection=5\nlinger.ms=5\n' > "$WORK/acks-all.properties"
+  # VerifiableProducer sets retries=0, which idempotence rejects: restore the client default
+  printf 'enable.idempotence=true\nretries=2147483647\nlinger.ms=5\n' > "$WORK/idempotent.properties"
+  printf 'linger.ms=5\n' > "$WORK/acks1.properties"   # acks=1: idempotence is off by default
+  declare -A acks=([acks-all]=-1 [idempotent]=-1 [acks1]=1)
+  declare -A vrc
+  for mode in "${modes[@]}"; do
+    # one JSON event per line; keys "0".."96" spread the records over all partitions
+    tool "vp-$mode" org.apache.kafka.tools.VerifiableProducer "${B[@]}" --topic "$vt" \
+      --max-messages "$VP_MESSAGES" --throughput -1 --acks "${acks[$mode]}" \
+      --repeating-keys 97 --value-prefix "${prefix[$mode]}" --producer.config "$WORK/$mode.properties"
+    vrc[$mode]=$?
+  done
+  if ! compile_reader; then
+    for mode in "${modes[@]}"; do fail "verifiable-producer-$mode" "javac DumpPartitions failed: $(snip "$WORK/javac.err")"; done
+    return
+  fi
+  timeout -k 5 "$TOOL_TIMEOUT" java -Xmx512M -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    -Dlog4j2.configurationFile="$DIR/log4j2-quiet.xml" -cp "$DIR/lib/*:$DIR/.build" \
+    DumpPartitions "$BOOTSTRAP" "$vt" 45000 >"$WORK/vdump.out" 2>"$WORK/vdump.err"; rc=$?
+  for mode in "${modes[@]}"; do
+    local name="verifiable-producer-$mode" r
+    if [[ ${vrc[$mode]} -ne 0 ]]; then fail "$name" "$(why "${vrc[$mode]}" "vp-$mode")"; continue; fi
+    if [[ $rc -ne 0 ]]; then fail "$name" "reading the topic back failed: exit $rc; $(snip "$WORK/vdump.err" 400)"; continue; fi
+    local nodups=0; [[ $mode == idempotent ]] && nodups=1
+    if r=$(python3 "$DIR/helpers.py" verifiable-check "$WORK/vp-$mode.out" "$WORK/vdump.out" "${prefix[$mode]}" "$VP_MESSAGES" "$nodups"); then
+      pass "$name"
+    else
+      fail "$name" "$r"
+    fi
+  done
+}
+
+ABORT=0
+want() { [[ $ABORT -eq 0 && "$1" =~ $ONLY ]]; }
+check_api_versions   # always: also tells whether the broker answers at all
+want topics && check_topics
+if want 'console|get_offsets|configs|delete_records'; then
+  check_console
+  want get_offsets && check_get_offsets
+  want configs && check_configs
+  want delete_records && check_delete_records
+fi
+want verifiable && check_verifiable
+
+echo "java-tools: run took $(( ($(now_ms) - T_START) / 1000 ))s; outputs in $WORK" >&2
+if [[ $FAILED -eq 0 && "${KEEP_WORK:-0}" != 1 ]]; then rm -rf "$WORK"; fi
+echo "java-tools: $PASSED passed, $FAILED failed"
+[[ $FAILED -eq 0 ]]

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Run kafka-python's integration tests against an already-running broker.
+#
+#   BOOTSTRAP=127.0.0.1:9092 compat-tests/kafka-python/run.sh [--with-groups] [pytest args...]
+#
+# Env:
+#   BOOTSTRAP      host:port of the broker (default 127.0.0.1:9092)
+#   KAFKA_VERSION  broker version the tests assume (default 4.1.0); it caps the
+#                  API versions kafka-python uses and gates tests
+#   KP_TIMEOUT     per-test timeout in seconds (default 120)
+#   KP_LOG_LEVEL   log level captured for failing tests (default INFO; DEBUG
+#                  shows every request/response kafka-python sends)
+# --with-groups    also run the consumer-group tests listed in group-tests.txt
+# Extra arguments go to pytest (e.g. -k offsets, -x).
+#
+# Selected = producer, consumer-by-assign and admin tests, minus excluded.txt
+# and group-tests.txt. Tests in expected-failures.txt run as non-strict xfail.
+# The last line is `kafka-python: N passed, M failed`, where M counts
+# unexpected failures, errors and skips (a selected test must run); the exit
+# status is non-zero when M > 0 (including "no tests collected", pytest rc 5).
+set -uo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+KP_VERSION="3.0.12"
+SRC="$HERE/.sdist/kafka_python-$KP_VERSION"
+VENV="$HERE/.venv"
+RESULTS_DIR="$HERE/.results"
+
+WITH_GROUPS=0
+PYTEST_EXTRA=()
+for arg in "$@"; do
+    case "$arg" in
+        --with-groups) WITH_GROUPS=1 ;;
+        *) PYTEST_EXTRA+=("$arg") ;;
+    esac
+done
+
+fail_line() {  # harness failure before pytest could report anything
+    echo "run.sh: $1" >&2
+    echo "kafka-python: 0 passed, 1 failed"
+    exit 1
+}
+
+"$HERE/setup.sh" >/dev/null || fail_line "setup.sh failed"
+
+BOOTSTRAP="${BOOTSTRAP:-127.0.0.1:9092}"
+export KAFKA_URI="tcp://$BOOTSTRAP"
+export KAFKA_VERSION="${KAFKA_VERSION:-4.1.0}"
+# fixtures.py requires KAFKA_ROOT to be a directory, even for an external broker
+export KAFKA_ROOT="$SRC/servers/external"
+
+# Fail fast (instead of one connect timeout per test) if nothing listens.
+"$VENV/bin/python" - "$BOOTSTRAP" 2>/dev/null <<'EOF' || fail_line "no broker reachable at $BOOTSTRAP"
+import socket, sys
+host, _, port = sys.argv[1].rpartition(':')
+socket.create_connection((host.strip('[]'), int(port)), timeout=5).close()
+EOF
+
+mkdir -p "$RESULTS_DIR"
+RESULTS="$RESULTS_DIR/results.json"
+rm -f "$RESULTS"
+
+DESELECT="$HERE/excluded.txt"
+if [[ "$WITH_GROUPS" == 0 ]]; then
+    DESELECT="$DESELECT:$HERE/group-tests.txt"
+fi
+
+echo "kafka-python $KP_VERSION integration tests: KAFKA_URI=$KAFKA_URI KAFKA_VERSION=$KAFKA_VERSION groups=$([[ $WITH_GROUPS == 1 ]] && echo yes || echo no)"
+
+cd "$SRC"
+PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" \
+CAIRN_KP_DESELECT="$DESELECT" \
+CAIRN_KP_XFAIL="$HERE/expected-failures.txt" \
+CAIRN_KP_RESULTS="$RESULTS" \
+"$VENV/bin/python" -m pytest \
+    -p cairn_kp_plugin -p no:cacheprovider \
+    -v -rfEsxX -W ignore::DeprecationWarning \
+    --timeout="${KP_TIMEOUT:-120}" --timeout-method=signal \
+    -o log_level="${KP_LOG_LEVEL:-INFO}" \
+    --junitxml="$RESULTS_DIR/junit.xml" \
+    test/integration/test_producer_integration.py \
+    test/integration/test_consumer_integration.py \
+    test/integration/test_admin_integration.py \
+    "${PYTEST_EXTRA[@]+"${PYTEST_EXTRA[@]}"}"
+RC=$?
+
+"$VENV/bin/python" - "$RESULTS" "$RC" <<'EOF'
+import json, sys
+path, rc = sys.argv[1], int(sys.argv[2])
+try:
+    with open(path) as f:
+        r = json.load(f)
+    c = r['counts']
+    n = c['passed'] + c['xpassed']
+    m = c['failed'] + c['skipped']
+    selected = r['selected']
+except (OSError, ValueError, KeyError):
+    n, m, selected = 0, 0, 0
+# pytest rc: 0 ok, 1 test failures, 2 interrupted, 3 internal error,
+# 4 usage error, 5 no tests collected - anything but 0 must show up in M.
+if (rc != 0 or selected == 0) and m == 0:
+    m = 1
+print('kafka-python: %d passed, %d failed' % (n, m))
+sys.exit(1 if m else 0)
+EOF

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what building and testing Cairn needs and is missing: Debian packages (libclang for
+# the rocksdb bindings, a C++ toolchain, kcat, librdkafka's build deps) and a Rust toolchain
+# check. Idempotent and quick when everything is present. Usage: install-deps.sh [run|test]
+set -euo pipefail
+what=${1:-test}
+
+need=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for p in build-essential libclang-dev clang pkg-config; do have_pkg "$p" || need+=("$p"); done
+if [ "$what" = test ]; then
+  for p in kcat python3-venv zlib1g-dev libzstd-dev liblz4-dev libssl-dev libsasl2-dev libcurl4-openssl-dev dpkg-dev maven default-jdk-headless curl; do
+    have_pkg "$p" || need+=("$p")
+  done
+  # Java and Maven may come from elsewhere on the machine; only install them if absent.
+  command -v mvn >/dev/null && need=("${need[@]/maven}")
+  command -v java >/dev/null && need=("${need[@]/default-jdk-headless}")
+fi
+pkgs=()
+for p in "${need[@]}"; do [ -n "$p" ] && pkgs+=("$p"); done
+if [ ${#pkgs[@]} -gt 0 ]; then
+  echo "install-deps: installing ${pkgs[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${pkgs[@]}" >/dev/null
+fi
+if ! command -v cargo >/dev/null; then
+  echo "install-deps: cargo is missing; install Rust (https://rustup.rs) and run again" >&2
+  exit 1
+fi

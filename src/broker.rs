@@ -1,0 +1,181 @@
+//! The broker's shared state: configuration, storage, the topic catalog, the cluster id and
+//! the producer id allocator. Handlers receive an `Arc<Broker>`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::config::{Config, Listener};
+use crate::error::{Error, Result};
+use crate::storage::rocks::RocksStore;
+use crate::storage::{LogStore, MetaStore};
+use crate::topics::{Catalog, NewTopic};
+
+const CLUSTER_ID_KEY: &[u8] = b"cluster_id";
+const PRODUCER_ID_BLOCK_KEY: &[u8] = b"producer_id_block_end";
+/// Producer ids are reserved durably in blocks, as Kafka's ProducerIdManager does, so an id
+/// is never handed out twice even across crashes, without a storage write per id.
+const PRODUCER_ID_BLOCK: i64 = 1000;
+
+pub struct Broker {
+    pub config: Arc<Config>,
+    pub catalog: Catalog,
+    pub cluster_id: String,
+    meta: Arc<dyn MetaStore>,
+    rocks: Option<Arc<RocksStore>>,
+    producer_ids: tokio::sync::Mutex<(i64, i64)>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Broker {
+    /// Opens the RocksDB store in the configured log dir and loads the catalog.
+    pub fn open(config: Config) -> Result<Arc<Broker>> {
+        let store = Arc::new(RocksStore::open(&config.log_dir)?);
+        Self::with_stores(config, store.clone(), store.clone(), Some(store))
+    }
+
+    /// Builds a broker over any stores (unit tests use the in-memory one).
+    pub fn with_stores(
+        config: Config,
+        meta: Arc<dyn MetaStore>,
+        logs: Arc<dyn LogStore>,
+        rocks: Option<Arc<RocksStore>>,
+    ) -> Result<Arc<Broker>> {
+        let config = Arc::new(config);
+        let cluster_id = match meta.get(CLUSTER_ID_KEY)? {
+            Some(v) => String::from_utf8(v)
+                .map_err(|_| Error::Storage("cluster id is not UTF-8".into()))?,
+            None => {
+                let id = uuid::Uuid::new_v4().simple().to_string()[..22].to_string();
+                meta.put(CLUSTER_ID_KEY, id.as_bytes())?;
+                id
+            }
+        };
+        let catalog = Catalog::open(config.clone(), meta.clone(), logs)?;
+        let (shutdown, _) = watch::channel(false);
+        Ok(Arc::new(Broker {
+            config,
+            catalog,
+            cluster_id,
+            meta,
+            rocks,
+            producer_ids: tokio::sync::Mutex::new((0, 0)),
+            shutdown,
+        }))
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    /// The advertised endpoint for clients that came in on `listener`.
+    pub fn advertised(&self, listener: &str) -> &Listener {
+        self.config
+            .advertised_listeners
+            .iter()
+            .find(|l| l.name == listener)
+            .unwrap_or(&self.config.advertised_listeners[0])
+    }
+
+    /// A new producer id, never handed out before.
+    pub async fn next_producer_id(&self) -> Result<i64> {
+        let mut ids = self.producer_ids.lock().await;
+        if ids.0 >= ids.1 {
+            let start = match self.meta.get(PRODUCER_ID_BLOCK_KEY)? {
+                Some(v) => i64::from_be_bytes(
+                    v.as_slice()
+                        .try_into()
+                        .map_err(|_| Error::Storage("producer id block is malformed".into()))?,
+                ),
+                None => 0,
+            };
+            let end = start + PRODUCER_ID_BLOCK;
+            self.meta.put(PRODUCER_ID_BLOCK_KEY, &end.to_be_bytes())?;
+            *ids = (start, end);
+        }
+        let id = ids.0;
+        ids.0 += 1;
+        Ok(id)
+    }
+
+    /// Creates a topic with the broker's defaults, as Metadata's auto-creation does.
+    pub async fn auto_create(&self, name: &str) -> Result<()> {
+        self.catalog
+            .create(NewTopic {
+                name,
+                partitions: self.config.num_partitions,
+                replication_factor: self.config.default_replication_factor,
+                configs: Default::default(),
+            })
+            .await
+            .map(|_| ())
+    }
+
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Makes everything written so far durable (at shutdown).
+    pub fn sync(&self) -> Result<()> {
+        match &self.rocks {
+            Some(r) => r.sync(),
+            None => Ok(()),
+        }
+    }
+
+    /// Applies retention to every partition every `log.retention.check.interval.ms`.
+    pub async fn run_retention(self: Arc<Self>) {
+        let mut shutdown = self.shutdown_signal();
+        let period = Duration::from_millis(self.config.log_retention_check_interval_ms);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = shutdown_requested(&mut shutdown) => return,
+            }
+            let now = now_ms();
+            for topic in self.catalog.all() {
+                let e = topic.effective;
+                if !e.delete_retention {
+                    continue;
+                }
+                for p in &topic.partitions {
+                    match p
+                        .log
+                        .apply_retention(now, e.retention_ms, e.retention_bytes)
+                        .await
+                    {
+                        Ok(Some(start)) => {
+                            tracing::info!(topic = %topic.name, partition = p.index, log_start = start, "retention moved the log start")
+                        }
+                        Ok(None) => {}
+                        Err(err) => {
+                            tracing::error!(topic = %topic.name, partition = p.index, error = %err, "retention failed")
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Resolves once shutdown has begun (at once if it already has).
+pub async fn shutdown_requested(rx: &mut watch::Receiver<bool>) {
+    // The guard wait_for returns is dropped here so callers' futures stay Send.
+    let _ = rx.wait_for(|stopping| *stopping).await.map(|_| ());
+}

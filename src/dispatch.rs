@@ -1,0 +1,274 @@
+//! The one table of supported APIs: api key -> versions -> handler. ApiVersions is answered
+//! from the same table, so an API is advertised exactly when it is served.
+//!
+//! `handle` takes a frame, finds its API, checks the version, decodes the request with
+//! kafka-protocol, runs the handler inside a span and encodes the response. What it cannot
+//! parse or does not serve closes that connection ([`Outcome::Close`]), with one exception
+//! Kafka clients rely on: a too-new ApiVersions request gets a v0 answer with
+//! UNSUPPORTED_VERSION and our table, so the client can retry with a version we know.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use kafka_protocol::ResponseError;
+use tracing::Instrument;
+
+use crate::broker::Broker;
+use crate::handlers;
+
+/// What became of one request.
+pub enum Outcome {
+    Respond(Bytes),
+    /// acks=0 produce: Kafka sends nothing back.
+    NoResponse,
+    Close(String),
+}
+
+/// Where a request came from.
+pub struct Connection {
+    pub listener: Arc<str>,
+    pub peer: SocketAddr,
+}
+
+/// What a handler knows about the request it serves.
+pub struct RequestContext<'a> {
+    pub conn: &'a Connection,
+    pub api: ApiKey,
+    pub version: i16,
+    pub correlation_id: i32,
+    pub client_id: Option<String>,
+}
+
+macro_rules! apis {
+    ($( $key:ident : $min:literal ..= $max:literal => $kind:ident $handler:path ),* $(,)?) => {
+        /// Every API Cairn serves with its version range, in api-key order.
+        pub const APIS: &[(ApiKey, i16, i16)] = &[ $( (ApiKey::$key, $min, $max) ),* ];
+
+        async fn call(broker: &Arc<Broker>, ctx: &RequestContext<'_>, body: &mut Bytes) -> Result<Option<Bytes>, String> {
+            match ctx.api {
+                $( ApiKey::$key => {
+                    let request = Decodable::decode(body, ctx.version)
+                        .map_err(|e| format!("cannot decode {:?} v{}: {e}", ctx.api, ctx.version))?;
+                    let response = $handler(broker, ctx, request).await;
+                    reply!($kind, ctx, response)
+                } )*
+                other => Err(format!("api {other:?} is not served")),
+            }
+        }
+    };
+}
+
+macro_rules! reply {
+    (always, $ctx:expr, $r:expr) => {
+        encode_response($ctx, Some($r))
+    };
+    (maybe, $ctx:expr, $r:expr) => {
+        encode_response($ctx, $r)
+    };
+}
+
+apis! {
+    // v0-2 are advertised but never decoded: librdkafka before 2.11.1 enables compression
+    // only when the Produce range reaches v0 (KAFKA-18659); such a request closes the
+    // connection because kafka-protocol, like Kafka 4, no longer parses them.
+    Produce: 0..=12 => maybe handlers::produce::handle,
+    // Capped at 12 until fetching by topic id (v13+) is proven end to end.
+    Fetch: 4..=12 => always handlers::fetch::handle,
+    ListOffsets: 1..=10 => always handlers::list_offsets::handle,
+    Metadata: 0..=13 => always handlers::metadata::handle,
+    ApiVersions: 0..=4 => always handlers::api_versions::handle,
+    CreateTopics: 2..=7 => always handlers::topics::create,
+    DeleteTopics: 1..=6 => always handlers::topics::delete,
+    DeleteRecords: 0..=2 => always handlers::delete_records::handle,
+    InitProducerId: 0..=5 => always handlers::init_producer_id::handle,
+    OffsetForLeaderEpoch: 2..=4 => always handlers::offset_for_leader_epoch::handle,
+    DescribeConfigs: 1..=4 => always handlers::configs::describe,
+    AlterConfigs: 0..=2 => always handlers::configs::alter,
+    DescribeLogDirs: 1..=4 => always handlers::describe_log_dirs::handle,
+    CreatePartitions: 0..=3 => always handlers::topics::create_partitions,
+    IncrementalAlterConfigs: 0..=1 => always handlers::configs::incremental_alter,
+    DescribeCluster: 0..=2 => always handlers::describe_cluster::handle,
+    DescribeTopicPartitions: 0..=0 => always handlers::describe_topic_partitions::handle,
+}
+
+fn supported(api: ApiKey, version: i16) -> Option<bool> {
+    APIS.iter()
+        .find(|(k, _, _)| *k == api)
+        .map(|(_, min, max)| (*min..=*max).contains(&version))
+}
+
+/// Handles one frame (without its length prefix).
+pub async fn handle(broker: &Arc<Broker>, conn: &Connection, mut frame: Bytes) -> Outcome {
+    if frame.len() < 8 {
+        return Outcome::Close(format!(
+            "frame of {} bytes is too short for a request header",
+            frame.len()
+        ));
+    }
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let Ok(api) = ApiKey::try_from(key) else {
+        return Outcome::Close(format!("unknown api key {key}"));
+    };
+    match supported(api, version) {
+        None => return Outcome::Close(format!("api {api:?} ({key}) is not supported")),
+        Some(false) if api == ApiKey::ApiVersions && version > 0 => {
+            return Outcome::Respond(api_versions_too_new(correlation_id));
+        }
+        Some(false) => return Outcome::Close(format!("{api:?} v{version} is not supported")),
+        Some(true) => {}
+    }
+    let header = match RequestHeader::decode(&mut frame, api.request_header_version(version)) {
+        Ok(h) => h,
+        Err(e) => return Outcome::Close(format!("bad request header for {api:?} v{version}: {e}")),
+    };
+    let ctx = RequestContext {
+        conn,
+        api,
+        version,
+        correlation_id,
+        client_id: header.client_id.as_ref().map(|c| c.to_string()),
+    };
+    let span = tracing::debug_span!(
+        "request",
+        api = ?api,
+        version,
+        correlation_id,
+        client_id = ctx.client_id.as_deref().unwrap_or(""),
+    );
+    match call(broker, &ctx, &mut frame).instrument(span).await {
+        Ok(Some(bytes)) => Outcome::Respond(bytes),
+        Ok(None) => Outcome::NoResponse,
+        Err(reason) => Outcome::Close(reason),
+    }
+}
+
+fn encode_response<T: Encodable>(
+    ctx: &RequestContext<'_>,
+    response: Option<T>,
+) -> Result<Option<Bytes>, String> {
+    let Some(response) = response else {
+        return Ok(None);
+    };
+    frame_response(ctx.api, ctx.version, ctx.correlation_id, &response).map(Some)
+}
+
+/// Encodes header and body behind a length prefix, sized up front so large fetch responses
+/// are written into one allocation.
+pub fn frame_response<T: Encodable>(
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &T,
+) -> Result<Bytes, String> {
+    let header_version = api.response_header_version(version);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let size = header
+        .compute_size(header_version)
+        .and_then(|h| body.compute_size(version).map(|b| h + b))
+        .map_err(|e| format!("cannot size {api:?} v{version} response: {e}"))?;
+    let mut buf = BytesMut::with_capacity(4 + size);
+    buf.put_i32(size as i32);
+    header
+        .encode(&mut buf, header_version)
+        .and_then(|_| body.encode(&mut buf, version))
+        .map_err(|e| format!("cannot encode {api:?} v{version} response: {e}"))?;
+    Ok(buf.freeze())
+}
+
+/// The ApiVersions answer for a version newer than ours: v0 body, v0 header, error 35, and
+/// our ranges, so the client retries with the highest version we listed.
+fn api_versions_too_new(correlation_id: i32) -> Bytes {
+    let body = ApiVersionsResponse::default()
+        .with_error_code(ResponseError::UnsupportedVersion.code())
+        .with_api_keys(handlers::api_versions::advertised());
+    frame_response(ApiKey::ApiVersions, 0, correlation_id, &body).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_within_what_the_crate_can_decode() {
+        for (api, min, max) in APIS {
+            let v = api.valid_versions();
+            assert!(
+                *max <= v.max,
+                "{api:?} max {max} above the crate's {}",
+                v.max
+            );
+            if *api != ApiKey::Produce {
+                assert!(
+                    *min >= v.min,
+                    "{api:?} min {min} below the crate's {}",
+                    v.min
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn versions_librdkafka_pins_are_in_range() {
+        for (api, v) in [
+            (ApiKey::OffsetForLeaderEpoch, 2),
+            (ApiKey::Produce, 0),
+            (ApiKey::Fetch, 4),
+            (ApiKey::ListOffsets, 1),
+            (ApiKey::InitProducerId, 0),
+            (ApiKey::ApiVersions, 3),
+        ] {
+            assert_eq!(supported(api, v), Some(true), "{api:?} v{v}");
+        }
+    }
+
+    #[test]
+    fn too_new_api_versions_is_answered_in_v0() {
+        let b = api_versions_too_new(11);
+        // length, correlation id, error 35, then the api array.
+        assert_eq!(&b[4..8], &11i32.to_be_bytes());
+        assert_eq!(&b[8..10], &35i16.to_be_bytes());
+        let n = i32::from_be_bytes([b[10], b[11], b[12], b[13]]);
+        assert_eq!(n as usize, APIS.len());
+    }
+
+    /// Random and mutated frames never panic the broker: each gets an answer or a close.
+    /// The clock is paused so fetches that long-poll finish at once.
+    #[tokio::test(start_paused = true)]
+    async fn random_frames_never_panic() {
+        use crate::storage::memory::MemoryStore;
+        let store = Arc::new(MemoryStore::default());
+        let config = crate::config::Config::load(None, Vec::new(), &[]).unwrap();
+        let broker = Broker::with_stores(config, store.clone(), store, None).unwrap();
+        broker.auto_create("t").await.unwrap();
+        let conn = Connection {
+            listener: "PLAINTEXT".into(),
+            peer: "127.0.0.1:1".parse().unwrap(),
+        };
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for i in 0..3000 {
+            let len = (next() % 200) as usize;
+            let mut frame: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            if frame.len() >= 4 {
+                // Aim at real APIs and versions most of the time, so bodies get decoded.
+                let (api, min, max) = APIS[(next() % APIS.len() as u64) as usize];
+                let v = min + (next() % ((max - min + 1) as u64)) as i16;
+                frame[0..2].copy_from_slice(&(api as i16).to_be_bytes());
+                if i % 4 != 0 {
+                    frame[2..4].copy_from_slice(&v.to_be_bytes());
+                }
+            }
+            let _ = handle(&broker, &conn, Bytes::from(frame)).await;
+        }
+    }
+}

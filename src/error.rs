@@ -1,0 +1,113 @@
+//! Cairn's errors and the one mapping from them to Kafka wire error codes.
+//!
+//! Handlers and the log return [`Error`]; [`Error::code`] is the only place that decides
+//! which Kafka error code a client sees. Storage failures are [`Error::Storage`] and reach
+//! clients as KAFKA_STORAGE_ERROR, never as a dropped broker.
+
+use kafka_protocol::ResponseError;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    #[error("unknown topic id")]
+    UnknownTopicId,
+    #[error("topic already exists: {0}")]
+    TopicAlreadyExists(String),
+    #[error("invalid topic: {0}")]
+    InvalidTopic(String),
+    #[error("invalid number of partitions: {0}")]
+    InvalidPartitions(String),
+    #[error("invalid replication factor: {0}")]
+    InvalidReplicationFactor(String),
+    #[error("invalid replica assignment: {0}")]
+    InvalidReplicaAssignment(String),
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("topic deletion is disabled (delete.topic.enable=false)")]
+    TopicDeletionDisabled,
+    #[error("corrupt record batch: {0}")]
+    CorruptMessage(String),
+    #[error("invalid record: {0}")]
+    InvalidRecord(String),
+    #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
+    MessageTooLarge { size: usize, max: i32 },
+    #[error("offset {offset} is out of range [{start}, {end}]")]
+    OffsetOutOfRange { offset: i64, start: i64, end: i64 },
+    #[error("out of order sequence: expected {expected}, got {got}")]
+    OutOfOrderSequence { expected: i32, got: i32 },
+    #[error("producer epoch {got} is older than the current epoch {current}")]
+    InvalidProducerEpoch { got: i16, current: i16 },
+    #[error("leader epoch {got} is older than the current leader epoch {current}")]
+    FencedLeaderEpoch { got: i32, current: i32 },
+    #[error("leader epoch {got} is newer than the current leader epoch {current}")]
+    UnknownLeaderEpoch { got: i32, current: i32 },
+    #[error("in-sync replicas {isr} are fewer than min.insync.replicas {min}")]
+    NotEnoughReplicas { isr: usize, min: i32 },
+    #[error("compression type {0} is not supported")]
+    UnsupportedCompressionType(u8),
+    #[error("fetch session {0} not found")]
+    FetchSessionIdNotFound(i32),
+    #[error("transactions are not supported")]
+    TransactionsUnsupported,
+    #[error("the broker is shutting down")]
+    ShuttingDown,
+    #[error("storage error: {0}")]
+    Storage(String),
+}
+
+impl Error {
+    /// The Kafka error a client sees for this error.
+    pub fn response_error(&self) -> ResponseError {
+        match self {
+            Error::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+            Error::UnknownTopicId => ResponseError::UnknownTopicId,
+            Error::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
+            Error::InvalidTopic(_) => ResponseError::InvalidTopicException,
+            Error::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+            Error::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
+            Error::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
+            Error::InvalidConfig(_) => ResponseError::InvalidConfig,
+            Error::InvalidRequest(_) => ResponseError::InvalidRequest,
+            Error::TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
+            Error::CorruptMessage(_) => ResponseError::CorruptMessage,
+            Error::InvalidRecord(_) => ResponseError::InvalidRecord,
+            Error::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
+            Error::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            Error::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+            Error::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+            Error::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+            Error::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
+            Error::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
+            Error::UnsupportedCompressionType(_) => ResponseError::UnsupportedCompressionType,
+            Error::FetchSessionIdNotFound(_) => ResponseError::FetchSessionIdNotFound,
+            Error::TransactionsUnsupported => ResponseError::UnsupportedVersion,
+            Error::ShuttingDown => ResponseError::NotLeaderOrFollower,
+            Error::Storage(_) => ResponseError::KafkaStorageError,
+        }
+    }
+
+    /// The wire code for this error.
+    pub fn code(&self) -> i16 {
+        self.response_error().code()
+    }
+
+    /// A message worth sending to the client in responses that carry one.
+    pub fn message(&self) -> Option<kafka_protocol::protocol::StrBytes> {
+        Some(kafka_protocol::protocol::StrBytes::from_string(
+            self.to_string(),
+        ))
+    }
+}
+
+/// The wire code for a result: 0 for success.
+pub fn code_of<T>(r: &Result<T>) -> i16 {
+    match r {
+        Ok(_) => 0,
+        Err(e) => e.code(),
+    }
+}

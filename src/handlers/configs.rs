@@ -1,0 +1,379 @@
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs. Topic configs are described
+//! with their defaults and the right `source`; topic changes are validated and persisted.
+//! Broker configs are static (server.properties), so they are described read-only and
+//! changes to them are refused with a message saying so.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::{
+    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
+    AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::config::Config;
+use crate::dispatch::RequestContext;
+use crate::error::{Error, Result};
+use crate::topic_config::{self, Kind, Source, KEYS};
+
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+/// Describes a topic's configs: every key (or those in `only`), overrides first-class.
+pub fn topic_entries(
+    overrides: &BTreeMap<String, String>,
+    broker: &Config,
+    only: Option<&[StrBytes]>,
+) -> Vec<DescribeConfigsResourceResult> {
+    KEYS.iter()
+        .filter(|k| only.is_none_or(|o| o.iter().any(|n| n.as_str() == k.name)))
+        .map(|k| {
+            let (default, default_source) = topic_config::default_value(k, broker);
+            let mut synonyms = Vec::new();
+            let (value, source) = match overrides.get(k.name) {
+                Some(v) => {
+                    synonyms.push(synonym(k.name, v, Source::DynamicTopic));
+                    (v.clone(), Source::DynamicTopic)
+                }
+                None => (default.clone(), default_source),
+            };
+            if let (Some(bk), Source::StaticBroker) = (k.broker_key, default_source) {
+                synonyms.push(synonym(bk, &default, Source::StaticBroker));
+            }
+            synonyms.push(synonym(
+                k.broker_key.unwrap_or(k.name),
+                k.default,
+                Source::Default,
+            ));
+            DescribeConfigsResourceResult::default()
+                .with_name(str_bytes(k.name))
+                .with_value(Some(str_bytes(value)))
+                .with_read_only(false)
+                .with_config_source(source as i8)
+                .with_is_sensitive(false)
+                .with_synonyms(synonyms)
+                .with_config_type(k.kind as i8)
+        })
+        .collect()
+}
+
+fn synonym(name: &str, value: &str, source: Source) -> DescribeConfigsSynonym {
+    DescribeConfigsSynonym::default()
+        .with_name(str_bytes(name))
+        .with_value(Some(str_bytes(value)))
+        .with_source(source as i8)
+}
+
+/// The broker's settings as DescribeConfigs shows them: all static, read-only.
+fn broker_entries(c: &Config, only: Option<&[StrBytes]>) -> Vec<DescribeConfigsResourceResult> {
+    let listeners = |ls: &[crate::config::Listener]| {
+        ls.iter()
+            .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let entries: Vec<(&str, String, Kind)> = vec![
+        ("node.id", c.node_id.to_string(), Kind::Int),
+        ("broker.id", c.node_id.to_string(), Kind::Int),
+        ("listeners", listeners(&c.listeners), Kind::String),
+        (
+            "advertised.listeners",
+            listeners(&c.advertised_listeners),
+            Kind::String,
+        ),
+        ("log.dirs", c.log_dir.display().to_string(), Kind::String),
+        ("num.partitions", c.num_partitions.to_string(), Kind::Int),
+        (
+            "default.replication.factor",
+            c.default_replication_factor.to_string(),
+            Kind::Int,
+        ),
+        (
+            "auto.create.topics.enable",
+            c.auto_create_topics_enable.to_string(),
+            Kind::Boolean,
+        ),
+        (
+            "message.max.bytes",
+            c.message_bytes_max.to_string(),
+            Kind::Int,
+        ),
+        (
+            "socket.request.max.bytes",
+            c.socket_request_bytes_max.to_string(),
+            Kind::Int,
+        ),
+        (
+            "log.retention.ms",
+            c.log_retention_ms.to_string(),
+            Kind::Long,
+        ),
+        (
+            "log.retention.bytes",
+            c.log_retention_bytes.to_string(),
+            Kind::Long,
+        ),
+        (
+            "log.retention.check.interval.ms",
+            c.log_retention_check_interval_ms.to_string(),
+            Kind::Long,
+        ),
+        (
+            "min.insync.replicas",
+            c.min_insync_replicas.to_string(),
+            Kind::Int,
+        ),
+        (
+            "delete.topic.enable",
+            c.delete_topic_enable.to_string(),
+            Kind::Boolean,
+        ),
+    ];
+    entries
+        .into_iter()
+        .filter(|(name, _, _)| only.is_none_or(|o| o.iter().any(|n| n.as_str() == *name)))
+        .map(|(name, value, kind)| {
+            let explicit = c.explicit.contains_key(name)
+                || (name == "log.retention.ms"
+                    && ["log.retention.minutes", "log.retention.hours"]
+                        .iter()
+                        .any(|k| c.explicit.contains_key(*k)))
+                || (name == "node.id" && c.explicit.contains_key("broker.id"))
+                || (name == "broker.id" && c.explicit.contains_key("node.id"));
+            let source = if explicit {
+                Source::StaticBroker
+            } else {
+                Source::Default
+            };
+            DescribeConfigsResourceResult::default()
+                .with_name(str_bytes(name))
+                .with_value(Some(str_bytes(value.clone())))
+                .with_read_only(true)
+                .with_config_source(source as i8)
+                .with_synonyms(vec![synonym(name, &value, source)])
+                .with_config_type(kind as i8)
+        })
+        .collect()
+}
+
+pub async fn describe(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
+    let results = req
+        .resources
+        .iter()
+        .map(|r| {
+            let base = DescribeConfigsResult::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            let only = r.configuration_keys.as_deref();
+            let found = match r.resource_type {
+                RESOURCE_TOPIC => broker
+                    .catalog
+                    .get(r.resource_name.as_str())
+                    .map(|t| topic_entries(&t.overrides, &broker.config, only))
+                    .ok_or(Error::UnknownTopicOrPartition),
+                RESOURCE_BROKER => check_broker_name(broker, r.resource_name.as_str())
+                    .map(|_| broker_entries(&broker.config, only)),
+                other => Err(Error::InvalidRequest(format!(
+                    "config resource type {other} is not supported"
+                ))),
+            };
+            match found {
+                Ok(mut configs) => {
+                    if !req.include_synonyms || ctx.version < 1 {
+                        configs.iter_mut().for_each(|c| c.synonyms.clear());
+                    }
+                    if ctx.version < 3 {
+                        // v1-2 have no type; it must keep its default to be encodable.
+                        configs.iter_mut().for_each(|c| c.config_type = 0);
+                    }
+                    base.with_configs(configs)
+                }
+                Err(e) => base
+                    .with_error_code(e.code())
+                    .with_error_message(e.message()),
+            }
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+fn check_broker_name(broker: &Broker, name: &str) -> Result<()> {
+    if name.is_empty() || name == broker.node_id().to_string() {
+        Ok(())
+    } else {
+        Err(Error::InvalidRequest(format!(
+            "unexpected broker id {name}: this is broker {}",
+            broker.node_id()
+        )))
+    }
+}
+
+fn refuse_broker(broker: &Broker, name: &str) -> Error {
+    match check_broker_name(broker, name) {
+        Err(e) => e,
+        Ok(()) => Error::InvalidRequest(
+            "broker configs are static in Cairn: set them in server.properties or with --override and restart".into(),
+        ),
+    }
+}
+
+pub async fn alter(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let mut responses = Vec::with_capacity(req.resources.len());
+    for r in &req.resources {
+        let result = match r.resource_type {
+            RESOURCE_TOPIC => {
+                // AlterConfigs replaces the whole set of overrides.
+                let configs: BTreeMap<String, String> = r
+                    .configs
+                    .iter()
+                    .filter_map(|c| {
+                        c.value
+                            .as_ref()
+                            .map(|v| (c.name.to_string(), v.to_string()))
+                    })
+                    .collect();
+                broker
+                    .catalog
+                    .set_configs(r.resource_name.as_str(), configs, req.validate_only)
+                    .await
+            }
+            RESOURCE_BROKER => Err(refuse_broker(broker, r.resource_name.as_str())),
+            other => Err(Error::InvalidRequest(format!(
+                "config resource type {other} is not supported"
+            ))),
+        };
+        let resp = alter_configs_response::AlterConfigsResourceResponse::default()
+            .with_resource_type(r.resource_type)
+            .with_resource_name(r.resource_name.clone());
+        responses.push(match result {
+            Ok(()) => resp,
+            Err(e) => resp
+                .with_error_code(e.code())
+                .with_error_message(e.message()),
+        });
+    }
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+pub async fn incremental_alter(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let mut responses = Vec::with_capacity(req.resources.len());
+    for r in &req.resources {
+        let result = match r.resource_type {
+            RESOURCE_TOPIC => match broker.catalog.get(r.resource_name.as_str()) {
+                None => Err(Error::UnknownTopicOrPartition),
+                Some(t) => match apply_ops(&t.overrides, &broker.config, &r.configs) {
+                    Ok(next) => {
+                        broker
+                            .catalog
+                            .set_configs(&t.name, next, req.validate_only)
+                            .await
+                    }
+                    Err(e) => Err(e),
+                },
+            },
+            RESOURCE_BROKER => Err(refuse_broker(broker, r.resource_name.as_str())),
+            other => Err(Error::InvalidRequest(format!(
+                "config resource type {other} is not supported"
+            ))),
+        };
+        let resp = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+            .with_resource_type(r.resource_type)
+            .with_resource_name(r.resource_name.clone());
+        responses.push(match result {
+            Ok(()) => resp,
+            Err(e) => resp
+                .with_error_code(e.code())
+                .with_error_message(e.message()),
+        });
+    }
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+/// Applies SET / DELETE / APPEND / SUBTRACT to a topic's overrides.
+fn apply_ops(
+    current: &BTreeMap<String, String>,
+    broker: &Config,
+    ops: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
+) -> Result<BTreeMap<String, String>> {
+    let mut next = current.clone();
+    for op in ops {
+        let name = op.name.to_string();
+        let key = topic_config::lookup(&name)
+            .ok_or_else(|| Error::InvalidConfig(format!("unknown topic config {name}")))?;
+        let value = op.value.as_ref().map(|v| v.to_string());
+        match op.config_operation {
+            OP_SET => {
+                let v = value
+                    .ok_or_else(|| Error::InvalidConfig(format!("SET of {name} needs a value")))?;
+                next.insert(name, v);
+            }
+            OP_DELETE => {
+                next.remove(&name);
+            }
+            OP_APPEND | OP_SUBTRACT => {
+                if key.kind != Kind::List {
+                    return Err(Error::InvalidConfig(format!(
+                        "{name} is not a list: APPEND and SUBTRACT do not apply"
+                    )));
+                }
+                let base = next
+                    .get(&name)
+                    .cloned()
+                    .unwrap_or_else(|| topic_config::default_value(key, broker).0);
+                let mut items: Vec<String> = base
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect();
+                let given: Vec<String> = value
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect();
+                if op.config_operation == OP_APPEND {
+                    for g in given {
+                        if !items.contains(&g) {
+                            items.push(g);
+                        }
+                    }
+                } else {
+                    items.retain(|i| !given.contains(i));
+                }
+                next.insert(name, items.join(","));
+            }
+            other => {
+                return Err(Error::InvalidRequest(format!(
+                    "unknown config operation {other}"
+                )))
+            }
+        }
+    }
+    Ok(next)
+}

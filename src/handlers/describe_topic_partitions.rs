@@ -1,0 +1,103 @@
+//! DescribeTopicPartitions (KIP-966): what `kafka-topics --describe` asks first, with
+//! paging by a cursor and a partition limit per response.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::describe_topic_partitions_response::{
+    Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
+};
+use kafka_protocol::messages::{DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse};
+
+use super::{broker_id, topic_name, TOPIC_OPERATIONS_ALL};
+use crate::broker::Broker;
+use crate::dispatch::RequestContext;
+use crate::error::Error;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: DescribeTopicPartitionsRequest,
+) -> DescribeTopicPartitionsResponse {
+    let node = broker.node_id();
+    let mut names: Vec<String> = if req.topics.is_empty() {
+        broker
+            .catalog
+            .all()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    } else {
+        req.topics.iter().map(|t| t.name.to_string()).collect()
+    };
+    names.sort();
+    names.dedup();
+    let (cursor_topic, cursor_partition) = match &req.cursor {
+        Some(c) => (Some(c.topic_name.to_string()), c.partition_index.max(0)),
+        None => (None, 0),
+    };
+    let mut budget = if req.response_partition_limit > 0 {
+        req.response_partition_limit
+    } else {
+        2000
+    };
+    let mut topics = Vec::new();
+    let mut next_cursor = None;
+    for name in names {
+        let first = match &cursor_topic {
+            Some(c) if name < *c => continue,
+            Some(c) if name == *c => cursor_partition,
+            _ => 0,
+        };
+        let Some(t) = broker.catalog.get(&name) else {
+            topics.push(
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_error_code(Error::UnknownTopicOrPartition.code())
+                    .with_name(Some(topic_name(&name))),
+            );
+            continue;
+        };
+        if budget == 0 {
+            next_cursor = Some(
+                Cursor::default()
+                    .with_topic_name(topic_name(&name))
+                    .with_partition_index(first),
+            );
+            break;
+        }
+        let mut partitions = Vec::new();
+        for p in t.partitions.iter().skip(first as usize) {
+            if budget == 0 {
+                next_cursor = Some(
+                    Cursor::default()
+                        .with_topic_name(topic_name(&name))
+                        .with_partition_index(p.index),
+                );
+                break;
+            }
+            budget -= 1;
+            partitions.push(
+                DescribeTopicPartitionsResponsePartition::default()
+                    .with_partition_index(p.index)
+                    .with_leader_id(broker_id(node))
+                    .with_leader_epoch(p.leader_epoch)
+                    .with_replica_nodes(vec![broker_id(node)])
+                    .with_isr_nodes(vec![broker_id(node)])
+                    .with_eligible_leader_replicas(Some(vec![]))
+                    .with_last_known_elr(Some(vec![])),
+            );
+        }
+        topics.push(
+            DescribeTopicPartitionsResponseTopic::default()
+                .with_name(Some(topic_name(&t.name)))
+                .with_topic_id(t.id)
+                .with_partitions(partitions)
+                .with_topic_authorized_operations(TOPIC_OPERATIONS_ALL),
+        );
+        if next_cursor.is_some() {
+            break;
+        }
+    }
+    DescribeTopicPartitionsResponse::default()
+        .with_topics(topics)
+        .with_next_cursor(next_cursor)
+}

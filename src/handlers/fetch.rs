@@ -1,0 +1,229 @@
+//! Fetch: whole batches from the one containing each fetch offset, long-polling until
+//! `min_bytes` are available or `max_wait_ms` passes, woken by appends. Sizes follow KIP-74:
+//! the first non-empty partition returns at least one whole batch even past the limits.
+//! Fetch sessions are not kept: every answer carries session id 0, which tells clients to
+//! keep sending full requests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::select_all;
+use kafka_protocol::messages::fetch_response::{
+    EpochEndOffset, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+
+use crate::broker::Broker;
+use crate::dispatch::RequestContext;
+use crate::error::{Error, Result};
+use crate::topics::Partition;
+
+/// Upper bound on a fetch's wait, whatever the client asks, so shutdown is never held up.
+const FETCH_WAIT_MS_MAX: u64 = 30_000;
+
+struct Wanted {
+    topic: usize,
+    index: i32,
+    partition: Result<Arc<Partition>>,
+    fetch_offset: i64,
+    current_leader_epoch: i32,
+    last_fetched_epoch: i32,
+    partition_max_bytes: i32,
+}
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: FetchRequest,
+) -> FetchResponse {
+    if req.session_id != 0 {
+        // We never hand out a session, so any id the client names is unknown to us.
+        return FetchResponse::default()
+            .with_error_code(Error::FetchSessionIdNotFound(req.session_id).code());
+    }
+    let replica_id = if ctx.version >= 15 {
+        req.replica_state.replica_id
+    } else {
+        req.replica_id
+    };
+    // Consumers read committed data (below the HW); follower replicas read to the LEO.
+    let committed_only = replica_id.0 < 0;
+    let read_committed = req.isolation_level == 1;
+
+    let mut wanted = Vec::new();
+    for (ti, t) in req.topics.iter().enumerate() {
+        for p in &t.partitions {
+            wanted.push(Wanted {
+                topic: ti,
+                index: p.partition,
+                partition: broker
+                    .catalog
+                    .partition(&t.topic, p.partition)
+                    .map(|(_, part)| part),
+                fetch_offset: p.fetch_offset,
+                current_leader_epoch: p.current_leader_epoch,
+                last_fetched_epoch: p.last_fetched_epoch,
+                partition_max_bytes: p.partition_max_bytes,
+            });
+        }
+    }
+    let wait = Duration::from_millis((req.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MS_MAX));
+    let deadline = tokio::time::Instant::now() + wait;
+    let min_bytes = req.min_bytes.max(0) as usize;
+    let max_bytes = if req.max_bytes <= 0 {
+        i32::MAX as usize
+    } else {
+        req.max_bytes as usize
+    };
+    let mut shutdown = broker.shutdown_signal();
+    let live: Vec<Arc<Partition>> = wanted
+        .iter()
+        .filter_map(|w| w.partition.as_ref().ok().cloned())
+        .collect();
+
+    loop {
+        // Register for wake-ups before looking, so an append between the look and the wait
+        // is not missed.
+        let mut wakeups: Vec<_> = live
+            .iter()
+            .map(|p| Box::pin(p.log.hw_moved.notified()))
+            .collect();
+        for w in wakeups.iter_mut() {
+            w.as_mut().enable();
+        }
+        let (partitions, bytes, errors) =
+            gather(&wanted, max_bytes, committed_only, read_committed).await;
+        let expired = tokio::time::Instant::now() >= deadline;
+        if bytes >= min_bytes || errors || expired || broker.is_shutting_down() {
+            return respond(&req, ctx.version, partitions);
+        }
+        tokio::select! {
+            _ = select_all(wakeups), if !live.is_empty() => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = crate::broker::shutdown_requested(&mut shutdown) => {}
+        }
+    }
+}
+
+fn respond(
+    req: &FetchRequest,
+    version: i16,
+    mut partitions: Vec<(usize, PartitionData)>,
+) -> FetchResponse {
+    let mut topics: Vec<FetchableTopicResponse> = req
+        .topics
+        .iter()
+        .map(|t| {
+            FetchableTopicResponse::default()
+                .with_topic(t.topic.clone())
+                .with_topic_id(t.topic_id)
+        })
+        .collect();
+    for (ti, mut p) in partitions.drain(..) {
+        if version < 5 {
+            // v4 has no log start offset; it must stay at its default to be encodable.
+            p.log_start_offset = -1;
+        }
+        topics[ti].partitions.push(p);
+    }
+    FetchResponse::default().with_responses(topics)
+}
+
+/// Reads every wanted partition once; returns the partition answers, the record bytes
+/// gathered and whether any partition answered with an error.
+async fn gather(
+    wanted: &[Wanted],
+    max_bytes: usize,
+    committed_only: bool,
+    read_committed: bool,
+) -> (Vec<(usize, PartitionData)>, usize, bool) {
+    let mut out = Vec::with_capacity(wanted.len());
+    let mut remaining = max_bytes;
+    let mut min_one = true;
+    let mut any_error = false;
+    for w in wanted {
+        let base = PartitionData::default()
+            .with_partition_index(w.index)
+            .with_preferred_read_replica(BrokerId(-1))
+            .with_aborted_transactions(read_committed.then(Vec::new));
+        let part = match &w.partition {
+            Ok(p) => p,
+            Err(e) => {
+                any_error = true;
+                out.push((w.topic, failed(base, e)));
+                continue;
+            }
+        };
+        let log = &part.log;
+        if let Err(e) = log.check_leader_epoch(w.current_leader_epoch) {
+            any_error = true;
+            out.push((w.topic, failed(base, &e)));
+            continue;
+        }
+        if w.last_fetched_epoch >= 0 {
+            // KIP-320/595: tell a fetcher whose last epoch ended earlier where to truncate.
+            let (epoch, end) = log.end_offset_for_epoch(w.last_fetched_epoch);
+            if epoch >= 0 && (epoch < w.last_fetched_epoch || end < w.fetch_offset) {
+                let o = log.offsets();
+                out.push((
+                    w.topic,
+                    base.with_high_watermark(o.high_watermark)
+                        .with_last_stable_offset(o.high_watermark)
+                        .with_log_start_offset(o.log_start)
+                        .with_diverging_epoch(
+                            EpochEndOffset::default()
+                                .with_epoch(epoch)
+                                .with_end_offset(end),
+                        )
+                        .with_records(Some(bytes::Bytes::new())),
+                ));
+                any_error = true;
+                continue;
+            }
+        }
+        let limit = (w.partition_max_bytes.max(0) as usize).min(remaining);
+        match log
+            .read(w.fetch_offset, limit, min_one, committed_only)
+            .await
+        {
+            Ok(r) => {
+                if !r.records.is_empty() {
+                    min_one = false;
+                    remaining = remaining.saturating_sub(r.records.len());
+                }
+                out.push((
+                    w.topic,
+                    base.with_high_watermark(r.high_watermark)
+                        .with_last_stable_offset(r.high_watermark)
+                        .with_log_start_offset(r.log_start_offset)
+                        .with_records(Some(r.records)),
+                ));
+            }
+            Err(e) => {
+                any_error = true;
+                let o = log.offsets();
+                out.push((
+                    w.topic,
+                    failed(base, &e)
+                        .with_high_watermark(o.high_watermark)
+                        .with_last_stable_offset(o.high_watermark)
+                        .with_log_start_offset(o.log_start),
+                ));
+            }
+        }
+    }
+    let bytes = max_bytes - remaining;
+    (out, bytes, any_error)
+}
+
+fn failed(base: PartitionData, e: &Error) -> PartitionData {
+    if matches!(e, Error::Storage(_)) {
+        tracing::error!(error = %e, "fetch failed in storage");
+    }
+    base.with_error_code(e.code())
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        // Never null: librdkafka rejects a -1 record set size.
+        .with_records(Some(bytes::Bytes::new()))
+}

@@ -1,0 +1,79 @@
+//! ListOffsets: earliest, latest, by timestamp and max timestamp, with the leader epoch of
+//! the answered offset.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+
+use crate::broker::Broker;
+use crate::dispatch::RequestContext;
+use crate::error::Result;
+use crate::topics::Partition;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: ListOffsetsRequest,
+) -> ListOffsetsResponse {
+    // Fields a version lacks must stay at their defaults, or the response cannot be encoded.
+    let epochs = ctx.version >= 4;
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let r = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+            let result = match broker.catalog.partition(&t.name, p.partition_index) {
+                Ok((_, part)) => lookup(&part, p.current_leader_epoch, p.timestamp).await,
+                Err(e) => Err(e),
+            };
+            partitions.push(match result {
+                Ok((offset, timestamp, epoch)) => r
+                    .with_offset(offset)
+                    .with_timestamp(timestamp)
+                    .with_leader_epoch(if epochs { epoch } else { -1 }),
+                Err(e) => r
+                    .with_error_code(e.code())
+                    .with_offset(-1)
+                    .with_timestamp(-1),
+            });
+        }
+        topics.push(
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(partitions),
+        );
+    }
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// (offset, timestamp, leader epoch) for one partition; -1s when nothing matches.
+async fn lookup(
+    part: &Partition,
+    current_leader_epoch: i32,
+    timestamp: i64,
+) -> Result<(i64, i64, i32)> {
+    let log = &part.log;
+    log.check_leader_epoch(current_leader_epoch)?;
+    let o = log.offsets();
+    // Without transactions the last stable offset is the high watermark, for either isolation.
+    let found = match timestamp {
+        LATEST => Some((o.high_watermark, -1)),
+        EARLIEST | EARLIEST_LOCAL => Some((o.log_start, -1)),
+        MAX_TIMESTAMP => log.max_timestamp().await?,
+        t if t >= 0 => log.offset_for_timestamp(t).await?,
+        // Tiered-storage lookups (-5 and below): nothing is tiered.
+        _ => None,
+    };
+    Ok(match found {
+        Some((offset, ts)) => (offset, ts, log.epoch_at(offset)),
+        None => (-1, -1, -1),
+    })
+}

@@ -1,0 +1,171 @@
+//! Metadata: brokers, the controller, and topics with their partitions' leaders, replicas
+//! and ISR. Requested topics that do not exist are created when the client allows it and
+//! `auto.create.topics.enable` is on.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{MetadataRequest, MetadataResponse};
+
+use super::{
+    broker_id, str_bytes, topic_name, CLUSTER_OPERATIONS_ALL, OPERATIONS_UNKNOWN,
+    TOPIC_OPERATIONS_ALL,
+};
+use crate::broker::Broker;
+use crate::dispatch::RequestContext;
+use crate::error::Error;
+use crate::topics::{validate_topic_name, Topic};
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: MetadataRequest,
+) -> MetadataResponse {
+    let adv = broker.advertised(&ctx.conn.listener);
+    let node = broker.node_id();
+    let ops = if req.include_topic_authorized_operations {
+        TOPIC_OPERATIONS_ALL
+    } else {
+        OPERATIONS_UNKNOWN
+    };
+    // v0 has no null: an empty list means every topic. v1+: null is all, empty is none.
+    let ops = if ctx.version >= 8 {
+        ops
+    } else {
+        OPERATIONS_UNKNOWN
+    };
+    let wanted = match req.topics {
+        Some(t) if ctx.version == 0 && t.is_empty() => None,
+        other => other,
+    };
+    let topics = match wanted {
+        None => broker
+            .catalog
+            .all()
+            .iter()
+            .map(|t| describe(t, node, ops))
+            .collect(),
+        Some(requested) => {
+            // Before v4 the request has no flag and creation was always allowed.
+            let allow_create = ctx.version < 4 || req.allow_auto_topic_creation;
+            let mut out = Vec::with_capacity(requested.len());
+            for r in requested {
+                let by_id = if r.name.is_none() {
+                    broker.catalog.get_by_id(r.topic_id)
+                } else {
+                    None
+                };
+                let Some(name) = r.name.as_ref().map(|n| n.to_string()) else {
+                    out.push(match by_id {
+                        Some(t) => describe(&t, node, ops),
+                        None => error_topic(None, r.topic_id, Error::UnknownTopicId.code()),
+                    });
+                    continue;
+                };
+                out.push(lookup_or_create(broker, &name, allow_create, node, ops).await);
+            }
+            out
+        }
+    };
+    let topics = topics
+        .into_iter()
+        .map(|t| fit_topic(t, ctx.version))
+        .collect();
+    MetadataResponse::default()
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(broker_id(node))
+            .with_host(str_bytes(adv.host.clone()))
+            .with_port(adv.port as i32)])
+        .with_cluster_id((ctx.version >= 2).then(|| str_bytes(broker.cluster_id.clone())))
+        .with_controller_id(broker_id(if ctx.version >= 1 { node } else { -1 }))
+        .with_topics(topics)
+        .with_cluster_authorized_operations(
+            if req.include_cluster_authorized_operations && (8..=10).contains(&ctx.version) {
+                CLUSTER_OPERATIONS_ALL
+            } else {
+                OPERATIONS_UNKNOWN
+            },
+        )
+}
+
+async fn lookup_or_create(
+    broker: &Arc<Broker>,
+    name: &str,
+    allow_create: bool,
+    node: i32,
+    ops: i32,
+) -> MetadataResponseTopic {
+    if let Some(t) = broker.catalog.get(name) {
+        return describe(&t, node, ops);
+    }
+    if let Err(e) = validate_topic_name(name) {
+        return error_topic(Some(name), uuid::Uuid::nil(), e.code());
+    }
+    if !(allow_create && broker.config.auto_create_topics_enable) {
+        return error_topic(
+            Some(name),
+            uuid::Uuid::nil(),
+            Error::UnknownTopicOrPartition.code(),
+        );
+    }
+    match broker.auto_create(name).await {
+        // Created synchronously, so it is ready to use right away.
+        Ok(()) | Err(Error::TopicAlreadyExists(_)) => match broker.catalog.get(name) {
+            Some(t) => describe(&t, node, ops),
+            None => error_topic(
+                Some(name),
+                uuid::Uuid::nil(),
+                Error::UnknownTopicOrPartition.code(),
+            ),
+        },
+        Err(e) => {
+            tracing::warn!(topic = name, error = %e, "auto-creation failed");
+            error_topic(Some(name), uuid::Uuid::nil(), e.code())
+        }
+    }
+}
+
+/// Resets what `version` lacks: such fields must keep their defaults to be encodable.
+fn fit_topic(mut t: MetadataResponseTopic, version: i16) -> MetadataResponseTopic {
+    if version < 10 {
+        t.topic_id = uuid::Uuid::nil();
+    }
+    if version < 8 {
+        t.topic_authorized_operations = OPERATIONS_UNKNOWN;
+    }
+    if version < 7 {
+        for p in t.partitions.iter_mut() {
+            p.leader_epoch = -1;
+        }
+    }
+    t
+}
+
+fn error_topic(name: Option<&str>, id: uuid::Uuid, code: i16) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_error_code(code)
+        .with_name(name.map(topic_name))
+        .with_topic_id(id)
+}
+
+fn describe(t: &Topic, node: i32, ops: i32) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(&t.name)))
+        .with_topic_id(t.id)
+        .with_partitions(
+            t.partitions
+                .iter()
+                .map(|p| {
+                    MetadataResponsePartition::default()
+                        .with_partition_index(p.index)
+                        .with_leader_id(broker_id(node))
+                        .with_leader_epoch(p.leader_epoch)
+                        .with_replica_nodes(vec![broker_id(node)])
+                        .with_isr_nodes(vec![broker_id(node)])
+                })
+                .collect(),
+        )
+        .with_topic_authorized_operations(ops)
+}

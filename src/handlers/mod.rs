@@ -1,0 +1,43 @@
+//! One module per API family. A handler decodes nothing itself (dispatch hands it a typed
+//! request), checks what the request asks, delegates to the catalog or the partition logs,
+//! and builds the typed response. Errors become wire codes through `crate::error` only.
+
+pub mod api_versions;
+pub mod configs;
+pub mod delete_records;
+pub mod describe_cluster;
+pub mod describe_log_dirs;
+pub mod describe_topic_partitions;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_for_leader_epoch;
+pub mod produce;
+pub mod topics;
+
+use kafka_protocol::messages::{BrokerId, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+/// Operations every client may perform on a topic while no authorizer is configured:
+/// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
+pub const TOPIC_OPERATIONS_ALL: i32 =
+    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+/// Cluster operations with no authorizer: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
+/// DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
+pub const CLUSTER_OPERATIONS_ALL: i32 =
+    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+/// What Kafka sends when authorized operations were not requested.
+pub const OPERATIONS_UNKNOWN: i32 = i32::MIN;
+
+pub fn str_bytes(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+pub fn topic_name(s: &str) -> TopicName {
+    TopicName(str_bytes(s))
+}
+
+pub fn broker_id(id: i32) -> BrokerId {
+    BrokerId(id)
+}

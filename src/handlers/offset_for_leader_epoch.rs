@@ -1,0 +1,54 @@
+//! OffsetForLeaderEpoch: the end offset of a leader epoch, from the leader epoch cache. Used
+//! by consumers to validate their position after a leader change, and by followers to find
+//! where their log diverges from the leader's.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+
+use crate::broker::Broker;
+use crate::dispatch::RequestContext;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions =
+                t.partitions
+                    .iter()
+                    .map(|p| {
+                        let r = EpochEndOffset::default().with_partition(p.partition);
+                        let found = broker.catalog.partition(&t.topic, p.partition).and_then(
+                            |(_, part)| {
+                                part.log
+                                    .check_leader_epoch(p.current_leader_epoch)
+                                    .map(|_| part)
+                            },
+                        );
+                        match found {
+                            Ok(part) => {
+                                let (epoch, end) = part.log.end_offset_for_epoch(p.leader_epoch);
+                                r.with_leader_epoch(epoch).with_end_offset(end)
+                            }
+                            Err(e) => r
+                                .with_error_code(e.code())
+                                .with_leader_epoch(-1)
+                                .with_end_offset(-1),
+                        }
+                    })
+                    .collect();
+            OffsetForLeaderTopicResult::default()
+                .with_topic(t.topic)
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}

@@ -1,0 +1,118 @@
+//! Produce: validate each partition's batch and append it; partitions of one request are
+//! appended concurrently, so several partitions' writes share storage group commits.
+//! acks=0 gets no response at all.
+
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+
+use crate::broker::{now_ms, Broker};
+use crate::dispatch::RequestContext;
+use crate::error::{Error, Result};
+use crate::log::{AppendOptions, Appended};
+
+/// In-sync replicas of every partition while Cairn runs as one node.
+const ISR_SIZE: usize = 1;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: ProduceRequest,
+) -> Option<ProduceResponse> {
+    let version = ctx.version;
+    let acks = req.acks;
+    let transactional = req.transactional_id.as_ref().is_some_and(|t| !t.is_empty());
+    let mut responses = Vec::with_capacity(req.topic_data.len());
+    for topic in req.topic_data {
+        let name = topic.name.to_string();
+        let results = join_all(topic.partition_data.into_iter().map(|p| {
+            let name = name.as_str();
+            async move {
+                let result = if transactional {
+                    Err(Error::TransactionsUnsupported)
+                } else if !matches!(acks, -1 | 0 | 1) {
+                    Err(Error::InvalidRequest(format!(
+                        "acks must be -1, 0 or 1, not {acks}"
+                    )))
+                } else {
+                    append(broker, name, p.index, p.records.unwrap_or_default(), acks).await
+                };
+                fit(partition_response(p.index, result), version)
+            }
+        }))
+        .await;
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic.name)
+                .with_partition_responses(results),
+        );
+    }
+    if acks == 0 {
+        return None;
+    }
+    Some(ProduceResponse::default().with_responses(responses))
+}
+
+async fn append(
+    broker: &Broker,
+    topic: &str,
+    index: i32,
+    records: bytes::Bytes,
+    acks: i16,
+) -> Result<(Appended, i64)> {
+    let (t, p) = broker.catalog.partition(topic, index)?;
+    let e = t.effective;
+    if acks == -1 && (ISR_SIZE as i32) < e.min_insync_replicas {
+        return Err(Error::NotEnoughReplicas {
+            isr: ISR_SIZE,
+            min: e.min_insync_replicas,
+        });
+    }
+    let log_append_time = e.log_append_time.then(now_ms);
+    let appended = p
+        .log
+        .append(
+            &records,
+            AppendOptions {
+                max_message_bytes: e.max_message_bytes,
+                durable: e.flush_each_append,
+                log_append_time_ms: log_append_time,
+            },
+        )
+        .await?;
+    Ok((appended, log_append_time.unwrap_or(-1)))
+}
+
+/// Resets what `version` lacks: such fields must keep their defaults to be encodable.
+fn fit(mut r: PartitionProduceResponse, version: i16) -> PartitionProduceResponse {
+    if version < 5 {
+        r.log_start_offset = -1;
+    }
+    if version < 8 {
+        r.error_message = None;
+        r.record_errors.clear();
+    }
+    r
+}
+
+fn partition_response(index: i32, result: Result<(Appended, i64)>) -> PartitionProduceResponse {
+    let r = PartitionProduceResponse::default().with_index(index);
+    match result {
+        Ok((a, log_append_time)) => r
+            .with_base_offset(a.base_offset)
+            .with_log_append_time_ms(log_append_time)
+            .with_log_start_offset(a.log_start_offset),
+        Err(e) => {
+            if matches!(e, Error::Storage(_)) {
+                tracing::error!(partition = index, error = %e, "append failed in storage");
+            }
+            r.with_error_code(e.code())
+                .with_base_offset(-1)
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(-1)
+                .with_error_message(e.message())
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! CreateTopics, DeleteTopics and CreatePartitions.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse,
+};
+
+use super::topic_name;
+use crate::broker::Broker;
+use crate::dispatch::RequestContext;
+use crate::error::{Error, Result};
+use crate::handlers::configs::topic_entries;
+use crate::topics::NewTopic;
+
+pub async fn create(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: CreateTopicsRequest,
+) -> CreateTopicsResponse {
+    let mut seen = HashSet::new();
+    let duplicates: HashSet<String> = req
+        .topics
+        .iter()
+        .map(|t| t.name.to_string())
+        .filter(|n| !seen.insert(n.clone()))
+        .collect();
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let name = t.name.to_string();
+        let outcome = if duplicates.contains(&name) {
+            Err(Error::InvalidRequest(format!(
+                "topic '{name}' appears more than once in the request"
+            )))
+        } else {
+            create_one(broker, t, req.validate_only).await
+        };
+        let r = CreatableTopicResult::default().with_name(t.name.clone());
+        // Fields a version lacks must keep their defaults, or the response cannot be encoded.
+        results.push(match outcome {
+            Ok((partitions, rf, configs)) => {
+                let id = broker
+                    .catalog
+                    .get(&name)
+                    .filter(|_| !req.validate_only)
+                    .map(|t| t.id);
+                let r = if ctx.version >= 7 {
+                    r.with_topic_id(id.unwrap_or_default())
+                } else {
+                    r
+                };
+                if ctx.version >= 5 {
+                    r.with_num_partitions(partitions)
+                        .with_replication_factor(rf)
+                        .with_configs(Some(configs))
+                } else {
+                    r
+                }
+            }
+            Err(e) => r.with_error_code(e.code()).with_error_message(e.message()),
+        });
+    }
+    CreateTopicsResponse::default().with_topics(results)
+}
+
+async fn create_one(
+    broker: &Broker,
+    t: &CreatableTopic,
+    validate_only: bool,
+) -> Result<(i32, i16, Vec<CreatableTopicConfigs>)> {
+    let node = broker.node_id();
+    let (partitions, rf) = if t.assignments.is_empty() {
+        let p = if t.num_partitions == -1 {
+            broker.config.num_partitions
+        } else {
+            t.num_partitions
+        };
+        let rf = if t.replication_factor == -1 {
+            broker.config.default_replication_factor
+        } else {
+            t.replication_factor
+        };
+        (p, rf)
+    } else {
+        if t.num_partitions != -1 || t.replication_factor != -1 {
+            return Err(Error::InvalidRequest(
+                "both a replica assignment and a partition count or replication factor were given"
+                    .into(),
+            ));
+        }
+        let mut rf = None;
+        for (i, a) in t.assignments.iter().enumerate() {
+            if a.partition_index != i as i32 {
+                return Err(Error::InvalidReplicaAssignment(
+                    "partitions must be numbered 0..n in order".into(),
+                ));
+            }
+            if let Some(b) = a.broker_ids.iter().find(|b| b.0 != node) {
+                return Err(Error::InvalidReplicaAssignment(format!(
+                    "broker {} does not exist",
+                    b.0
+                )));
+            }
+            if *rf.get_or_insert(a.broker_ids.len()) != a.broker_ids.len() {
+                return Err(Error::InvalidReplicaAssignment(
+                    "all partitions need the same number of replicas".into(),
+                ));
+            }
+        }
+        (t.assignments.len() as i32, rf.unwrap_or(0) as i16)
+    };
+    let mut configs = BTreeMap::new();
+    for c in &t.configs {
+        let value = c.value.as_ref().ok_or_else(|| {
+            Error::InvalidConfig(format!("null value for topic config {}", c.name))
+        })?;
+        configs.insert(c.name.to_string(), value.to_string());
+    }
+    let new = NewTopic {
+        name: &t.name,
+        partitions,
+        replication_factor: rf,
+        configs: configs.clone(),
+    };
+    if validate_only {
+        broker.catalog.validate_new(&new)?;
+    } else {
+        broker.catalog.create(new).await?;
+    }
+    let described = topic_entries(&configs, &broker.config, None)
+        .into_iter()
+        .map(|c| {
+            CreatableTopicConfigs::default()
+                .with_name(c.name)
+                .with_value(c.value)
+                .with_read_only(c.read_only)
+                .with_config_source(c.config_source)
+                .with_is_sensitive(false)
+        })
+        .collect();
+    Ok((partitions, rf, described))
+}
+
+pub async fn delete(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
+    // v6 names topics by name or id; earlier versions by name only.
+    let targets: Vec<(Option<String>, uuid::Uuid)> = if ctx.version >= 6 {
+        req.topics
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.to_string()), t.topic_id))
+            .collect()
+    } else {
+        req.topic_names
+            .iter()
+            .map(|n| (Some(n.to_string()), uuid::Uuid::nil()))
+            .collect()
+    };
+    let mut responses = Vec::with_capacity(targets.len());
+    for (name, id) in targets {
+        let resolved = match (&name, id.is_nil()) {
+            (Some(n), _) => Ok(n.clone()),
+            (None, false) => broker
+                .catalog
+                .get_by_id(id)
+                .map(|t| t.name.clone())
+                .ok_or(Error::UnknownTopicId),
+            (None, true) => Err(Error::InvalidRequest(
+                "neither a topic name nor an id was given".into(),
+            )),
+        };
+        let result = match resolved {
+            Ok(n) => broker.catalog.delete(&n).await.map(|deleted| (n, deleted)),
+            Err(e) => Err(e),
+        };
+        let mut r = match result {
+            Ok((n, deleted)) => DeletableTopicResult::default()
+                .with_name(Some(topic_name(&n)))
+                .with_topic_id(deleted),
+            Err(e) => DeletableTopicResult::default()
+                .with_name(name.as_deref().map(topic_name))
+                .with_topic_id(id)
+                .with_error_code(e.code())
+                .with_error_message(e.message()),
+        };
+        // Fields a version lacks must keep their defaults, or the response cannot be encoded.
+        if ctx.version < 6 {
+            r.topic_id = uuid::Uuid::nil();
+        }
+        if ctx.version < 5 {
+            r.error_message = None;
+        }
+        responses.push(r);
+    }
+    DeleteTopicsResponse::default().with_responses(responses)
+}
+
+pub async fn create_partitions(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let node = broker.node_id();
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let check = match &t.assignments {
+            Some(a)
+                if a.iter()
+                    .flat_map(|x| x.broker_ids.iter())
+                    .any(|b| b.0 != node) =>
+            {
+                Err(Error::InvalidReplicaAssignment(
+                    "the assignment names a broker that does not exist".into(),
+                ))
+            }
+            Some(a) if a.iter().any(|x| x.broker_ids.len() != 1) => {
+                Err(Error::InvalidReplicaAssignment(
+                    "each new partition needs exactly one replica on this single-node cluster"
+                        .into(),
+                ))
+            }
+            _ => Ok(()),
+        };
+        let result = match check {
+            Ok(()) => {
+                broker
+                    .catalog
+                    .create_partitions(&t.name, t.count, req.validate_only)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        let r = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+        results.push(match result {
+            Ok(()) => r,
+            Err(e) => r.with_error_code(e.code()).with_error_message(e.message()),
+        });
+    }
+    CreatePartitionsResponse::default().with_results(results)
+}

@@ -1,0 +1,434 @@
+//! The v2 record batch header, read and validated straight from the bytes a producer sent.
+//!
+//! Cairn never decodes and re-encodes a client's records: it checks the 61-byte header
+//! (magic, lengths, CRC-32C, count against the last offset delta), then rewrites only the base
+//! offset (bytes 0..8) and the partition leader epoch (bytes 12..16), which lie outside the
+//! CRC, and stores the bytes as they are.
+
+use bytes::{Bytes, BytesMut};
+
+use crate::error::{Error, Result};
+
+/// Size of the v2 batch header; the records follow it.
+pub const HEADER_BYTES: usize = 61;
+/// Bytes before the `batch_length` field's count starts (base offset + length).
+pub const LOG_OVERHEAD: usize = 12;
+const CRC_START: usize = 21;
+
+const ATTR_COMPRESSION_MASK: i16 = 0x07;
+const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
+const ATTR_TRANSACTIONAL: i16 = 0x10;
+const ATTR_CONTROL: i16 = 0x20;
+
+/// The fields of a v2 batch header that the broker uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: i64,
+    /// Length of the whole batch in bytes, including the 12 bytes of offset and length.
+    pub size: usize,
+    pub partition_leader_epoch: i32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub record_count: i32,
+}
+
+impl BatchHeader {
+    /// Reads the header at the start of `buf` without checking the CRC. Fails if `buf` is
+    /// too short for the header or for the length the header claims.
+    pub fn parse(buf: &[u8]) -> Result<BatchHeader> {
+        if buf.len() < HEADER_BYTES {
+            return Err(Error::CorruptMessage(format!(
+                "record batch of {} bytes is shorter than the {HEADER_BYTES}-byte header",
+                buf.len()
+            )));
+        }
+        let batch_length = be_i32(buf, 8);
+        if batch_length < (HEADER_BYTES - LOG_OVERHEAD) as i32 {
+            return Err(Error::CorruptMessage(format!(
+                "record batch length {batch_length} is too small"
+            )));
+        }
+        let size = batch_length as usize + LOG_OVERHEAD;
+        if size > buf.len() {
+            return Err(Error::CorruptMessage(format!(
+                "record batch claims {size} bytes but only {} are present",
+                buf.len()
+            )));
+        }
+        let magic = buf[16] as i8;
+        if magic != 2 {
+            return Err(Error::InvalidRecord(format!(
+                "record batch magic {magic} is not 2"
+            )));
+        }
+        Ok(BatchHeader {
+            base_offset: be_i64(buf, 0),
+            size,
+            partition_leader_epoch: be_i32(buf, 12),
+            attributes: i16::from_be_bytes([buf[21], buf[22]]),
+            last_offset_delta: be_i32(buf, 23),
+            base_timestamp: be_i64(buf, 27),
+            max_timestamp: be_i64(buf, 35),
+            producer_id: be_i64(buf, 43),
+            producer_epoch: i16::from_be_bytes([buf[51], buf[52]]),
+            base_sequence: be_i32(buf, 53),
+            record_count: be_i32(buf, 57),
+        })
+    }
+
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset + self.last_offset_delta as i64
+    }
+
+    pub fn compression(&self) -> u8 {
+        (self.attributes & ATTR_COMPRESSION_MASK) as u8
+    }
+
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes & ATTR_TIMESTAMP_TYPE != 0
+    }
+
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & ATTR_TRANSACTIONAL != 0
+    }
+
+    pub fn is_control(&self) -> bool {
+        self.attributes & ATTR_CONTROL != 0
+    }
+
+    pub fn is_idempotent(&self) -> bool {
+        self.producer_id >= 0
+    }
+
+    /// Sequence number of the last record, wrapping as Kafka's sequences do.
+    pub fn last_sequence(&self) -> i32 {
+        if self.base_sequence < 0 {
+            return -1;
+        }
+        let last = self.base_sequence as i64 + self.last_offset_delta as i64;
+        (last % (i32::MAX as i64 + 1)) as i32
+    }
+}
+
+/// Validates one produced partition's records as Kafka's LogValidator does for magic 2: exactly
+/// one batch, a matching CRC-32C, a record count that agrees with the offset range, a known
+/// codec, no control batches from clients, and a size within `max_message_bytes`.
+pub fn validate_produced(records: &[u8], max_message_bytes: i32) -> Result<BatchHeader> {
+    if records.is_empty() {
+        return Err(Error::InvalidRecord(
+            "no record batch in the produce request".into(),
+        ));
+    }
+    let header = BatchHeader::parse(records)?;
+    if header.size != records.len() {
+        // Either trailing garbage or a second batch: Kafka accepts exactly one v2 batch.
+        return Err(Error::InvalidRecord(format!(
+            "expected exactly one record batch of {} bytes, found {} bytes",
+            header.size,
+            records.len()
+        )));
+    }
+    if header.size > max_message_bytes.max(0) as usize {
+        return Err(Error::MessageTooLarge {
+            size: header.size,
+            max: max_message_bytes,
+        });
+    }
+    let stored_crc = u32::from_be_bytes([records[17], records[18], records[19], records[20]]);
+    let crc = crc32c::crc32c(&records[CRC_START..header.size]);
+    if crc != stored_crc {
+        return Err(Error::CorruptMessage(format!(
+            "record batch CRC {stored_crc:#010x} does not match the computed {crc:#010x}"
+        )));
+    }
+    if header.last_offset_delta < 0 {
+        return Err(Error::InvalidRecord(format!(
+            "record batch has a negative last offset delta {}",
+            header.last_offset_delta
+        )));
+    }
+    if header.record_count <= 0 {
+        return Err(Error::InvalidRecord(format!(
+            "invalid record count {} in record batch",
+            header.record_count
+        )));
+    }
+    if header.record_count as i64 != header.last_offset_delta as i64 + 1 {
+        return Err(Error::InvalidRecord(format!(
+            "record count {} does not match the offset range of {} records",
+            header.record_count,
+            header.last_offset_delta as i64 + 1
+        )));
+    }
+    if header.compression() > 4 {
+        return Err(Error::UnsupportedCompressionType(header.compression()));
+    }
+    if header.is_control() {
+        return Err(Error::InvalidRecord(
+            "clients may not write control batches".into(),
+        ));
+    }
+    Ok(header)
+}
+
+/// Copies a validated batch and stamps the broker-assigned base offset and leader epoch.
+/// With `log_append_time_ms`, also sets the timestamp type and max timestamp and recomputes
+/// the CRC, as Kafka does for topics with `message.timestamp.type=LogAppendTime`.
+pub fn stamp(
+    records: &[u8],
+    base_offset: i64,
+    leader_epoch: i32,
+    log_append_time_ms: Option<i64>,
+) -> Bytes {
+    let mut b = BytesMut::from(records);
+    b[0..8].copy_from_slice(&base_offset.to_be_bytes());
+    b[12..16].copy_from_slice(&leader_epoch.to_be_bytes());
+    if let Some(now) = log_append_time_ms {
+        let attributes = i16::from_be_bytes([b[21], b[22]]) | ATTR_TIMESTAMP_TYPE;
+        b[21..23].copy_from_slice(&attributes.to_be_bytes());
+        b[35..43].copy_from_slice(&now.to_be_bytes());
+        let crc = crc32c::crc32c(&b[CRC_START..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+    }
+    b.freeze()
+}
+
+/// Splits stored log bytes (one or more whole batches) into batch headers, stopping at the
+/// first that does not parse.
+pub fn headers(mut buf: &[u8]) -> impl Iterator<Item = BatchHeader> + '_ {
+    std::iter::from_fn(move || {
+        let h = BatchHeader::parse(buf).ok()?;
+        buf = &buf[h.size..];
+        Some(h)
+    })
+}
+
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    i64::from_be_bytes(a)
+}
+
+/// Reads records of an uncompressed batch far enough to find the first record whose
+/// timestamp is at least `target`: returns its offset delta and timestamp. Compressed
+/// batches answer `None` and callers fall back to batch granularity.
+pub fn find_timestamp_in_batch(
+    batch: &[u8],
+    header: &BatchHeader,
+    target: i64,
+) -> Option<(i32, i64)> {
+    if header.compression() != 0 || header.is_log_append_time() {
+        return None;
+    }
+    let mut pos = HEADER_BYTES;
+    for _ in 0..header.record_count {
+        let (len, n) = read_varint(batch.get(pos..)?)?;
+        let body_start = pos + n;
+        let body = batch.get(body_start..body_start + usize::try_from(len).ok()?)?;
+        // attributes: i8, then timestampDelta: varlong, offsetDelta: varint.
+        let rest = body.get(1..)?;
+        let (ts_delta, n1) = read_varlong(rest)?;
+        let (offset_delta, _) = read_varint(rest.get(n1..)?)?;
+        let ts = header.base_timestamp.wrapping_add(ts_delta);
+        if ts >= target {
+            return Some((offset_delta as i32, ts));
+        }
+        pos = body_start + len as usize;
+    }
+    None
+}
+
+/// Finds the offset delta and timestamp of the record with the largest timestamp in an
+/// uncompressed batch (the first one on ties, as Kafka does).
+pub fn max_timestamp_record(batch: &[u8], header: &BatchHeader) -> Option<(i32, i64)> {
+    if header.compression() != 0 || header.is_log_append_time() {
+        return None;
+    }
+    let mut pos = HEADER_BYTES;
+    let mut best: Option<(i32, i64)> = None;
+    for _ in 0..header.record_count {
+        let (len, n) = read_varint(batch.get(pos..)?)?;
+        let body_start = pos + n;
+        let body = batch.get(body_start..body_start + usize::try_from(len).ok()?)?;
+        let rest = body.get(1..)?;
+        let (ts_delta, n1) = read_varlong(rest)?;
+        let (offset_delta, _) = read_varint(rest.get(n1..)?)?;
+        let ts = header.base_timestamp.wrapping_add(ts_delta);
+        if best.is_none_or(|(_, b)| ts > b) {
+            best = Some((offset_delta as i32, ts));
+        }
+        pos = body_start + len as usize;
+    }
+    best
+}
+
+fn read_varlong(b: &[u8]) -> Option<(i64, usize)> {
+    let mut value: u64 = 0;
+    for (i, byte) in b.iter().take(10).enumerate() {
+        value |= ((byte & 0x7f) as u64) << (7 * i);
+        if byte & 0x80 == 0 {
+            let decoded = ((value >> 1) as i64) ^ -((value & 1) as i64);
+            return Some((decoded, i + 1));
+        }
+    }
+    None
+}
+
+fn read_varint(b: &[u8]) -> Option<(i64, usize)> {
+    let (v, n) = read_varlong(b)?;
+    if n > 5 {
+        return None;
+    }
+    Some((v, n))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    fn put_varlong(out: &mut Vec<u8>, v: i64) {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        loop {
+            let b = (z & 0x7f) as u8;
+            z >>= 7;
+            if z == 0 {
+                out.push(b);
+                return;
+            }
+            out.push(b | 0x80);
+        }
+    }
+
+    /// Builds a valid uncompressed v2 batch of `values`, timestamps base_ts + i.
+    pub fn batch(values: &[&[u8]], producer: Option<(i64, i16, i32)>, base_ts: i64) -> Vec<u8> {
+        let mut records = Vec::new();
+        for (i, v) in values.iter().enumerate() {
+            let mut body = vec![0u8];
+            put_varlong(&mut body, i as i64); // timestamp delta
+            put_varlong(&mut body, i as i64); // offset delta
+            put_varlong(&mut body, -1); // null key
+            put_varlong(&mut body, v.len() as i64);
+            body.extend_from_slice(v);
+            put_varlong(&mut body, 0); // no headers
+            put_varlong(&mut records, body.len() as i64);
+            records.extend_from_slice(&body);
+        }
+        let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
+        let mut b = Vec::new();
+        b.extend_from_slice(&0i64.to_be_bytes());
+        b.extend_from_slice(&0i32.to_be_bytes()); // length, patched below
+        b.extend_from_slice(&(-1i32).to_be_bytes());
+        b.push(2);
+        b.extend_from_slice(&0u32.to_be_bytes()); // crc, patched below
+        b.extend_from_slice(&0i16.to_be_bytes());
+        b.extend_from_slice(&(values.len() as i32 - 1).to_be_bytes());
+        b.extend_from_slice(&base_ts.to_be_bytes());
+        b.extend_from_slice(&(base_ts + values.len() as i64 - 1).to_be_bytes());
+        b.extend_from_slice(&pid.to_be_bytes());
+        b.extend_from_slice(&epoch.to_be_bytes());
+        b.extend_from_slice(&seq.to_be_bytes());
+        b.extend_from_slice(&(values.len() as i32).to_be_bytes());
+        b.extend_from_slice(&records);
+        let len = (b.len() - LOG_OVERHEAD) as i32;
+        b[8..12].copy_from_slice(&len.to_be_bytes());
+        let crc = crc32c::crc32c(&b[CRC_START..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn valid_batch_passes_and_stamps() {
+        let b = batch(&[b"a", b"bb", b"ccc"], Some((7, 0, 0)), 1000);
+        let h = validate_produced(&b, 1_000_000).unwrap();
+        assert_eq!(h.record_count, 3);
+        assert_eq!(h.last_offset_delta, 2);
+        assert_eq!(h.producer_id, 7);
+        assert_eq!(h.last_sequence(), 2);
+        let s = stamp(&b, 42, 5, None);
+        let h2 = validate_produced(&s, 1_000_000).unwrap();
+        assert_eq!(h2.base_offset, 42);
+        assert_eq!(h2.partition_leader_epoch, 5);
+        let s = stamp(&b, 42, 5, Some(99));
+        let h3 = validate_produced(&s, 1_000_000).unwrap();
+        assert!(h3.is_log_append_time());
+        assert_eq!(h3.max_timestamp, 99);
+    }
+
+    #[test]
+    fn corrupt_batches_are_rejected_with_kafka_errors() {
+        let good = batch(&[b"x"], None, 0);
+        let mut bad_crc = good.clone();
+        let last = bad_crc.len() - 1;
+        bad_crc[last] ^= 0xff;
+        assert!(matches!(
+            validate_produced(&bad_crc, 1 << 20),
+            Err(Error::CorruptMessage(_))
+        ));
+        assert!(matches!(
+            validate_produced(&good[..30], 1 << 20),
+            Err(Error::CorruptMessage(_))
+        ));
+        assert!(matches!(
+            validate_produced(&good[..good.len() - 1], 1 << 20),
+            Err(Error::CorruptMessage(_))
+        ));
+        let mut two = good.clone();
+        two.extend_from_slice(&good);
+        assert!(matches!(
+            validate_produced(&two, 1 << 20),
+            Err(Error::InvalidRecord(_))
+        ));
+        let mut wrong_count = good.clone();
+        wrong_count[57..61].copy_from_slice(&5i32.to_be_bytes());
+        let crc = crc32c::crc32c(&wrong_count[CRC_START..]);
+        wrong_count[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert!(matches!(
+            validate_produced(&wrong_count, 1 << 20),
+            Err(Error::InvalidRecord(_))
+        ));
+        let mut magic1 = good.clone();
+        magic1[16] = 1;
+        assert!(matches!(
+            validate_produced(&magic1, 1 << 20),
+            Err(Error::InvalidRecord(_))
+        ));
+        assert!(matches!(
+            validate_produced(&good, 10),
+            Err(Error::MessageTooLarge { .. })
+        ));
+        let mut neg = good.clone();
+        neg[8..12].copy_from_slice(&(-5i32).to_be_bytes());
+        assert!(matches!(
+            validate_produced(&neg, 1 << 20),
+            Err(Error::CorruptMessage(_))
+        ));
+        assert!(validate_produced(&[], 1 << 20).is_err());
+    }
+
+    #[test]
+    fn timestamps_inside_a_batch() {
+        let b = batch(&[b"a", b"b", b"c"], None, 1000);
+        let h = BatchHeader::parse(&b).unwrap();
+        assert_eq!(find_timestamp_in_batch(&b, &h, 1001), Some((1, 1001)));
+        assert_eq!(find_timestamp_in_batch(&b, &h, 5000), None);
+        assert_eq!(max_timestamp_record(&b, &h), Some((2, 1002)));
+    }
+
+    #[test]
+    fn sequence_wraps() {
+        let mut b = batch(&[b"a", b"b"], Some((1, 0, i32::MAX)), 0);
+        let crc = crc32c::crc32c(&b[CRC_START..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        let h = BatchHeader::parse(&b).unwrap();
+        assert_eq!(h.last_sequence(), 0);
+    }
+}

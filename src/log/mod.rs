@@ -1,0 +1,665 @@
+//! A partition's log: appends (offsets, leader epochs, idempotence), reads, the log end
+//! offset (LEO), the high watermark (HW), the log start offset, retention and the leader
+//! epoch cache. Batches go to a [`LogStore`]; the most recent ones stay in memory so that
+//! consumers at the tail never read storage.
+//!
+//! The HW is kept apart from the LEO even on one node: consumers read only below the HW,
+//! and the HW is the minimum LEO over the in-sync replicas. Until replication lands the ISR
+//! is the leader alone, so the HW follows the LEO as soon as an append is written.
+
+pub mod batch;
+pub mod producer;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, RwLock};
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::{Mutex, Notify};
+
+use crate::error::{Error, Result};
+use crate::storage::{Append, BatchMeta, LogStore, PartitionId};
+use batch::BatchHeader;
+use producer::{ProducerState, SeqCheck};
+
+/// Bytes of recent batches each partition keeps in memory for tail reads.
+pub const TAIL_CACHE_BYTES_MAX: usize = 2 << 20;
+
+/// How a produced batch is to be appended.
+#[derive(Debug, Clone, Copy)]
+pub struct AppendOptions {
+    pub max_message_bytes: i32,
+    /// Sync the write before acknowledging (topic `flush.messages=1`).
+    pub durable: bool,
+    /// `Some(now)` for topics with `message.timestamp.type=LogAppendTime`.
+    pub log_append_time_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: i64,
+    pub log_start_offset: i64,
+    /// True when this was a retry of a batch already in the log.
+    pub duplicate: bool,
+}
+
+/// What a read returns: whole batches plus the partition's offsets at the time.
+#[derive(Debug, Clone, Default)]
+pub struct ReadResult {
+    pub records: Bytes,
+    pub high_watermark: i64,
+    pub log_end_offset: i64,
+    pub log_start_offset: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offsets {
+    pub log_start: i64,
+    pub high_watermark: i64,
+    pub log_end: i64,
+    pub leader_epoch: i32,
+}
+
+struct Cached {
+    base: i64,
+    last: i64,
+    bytes: Bytes,
+}
+
+struct ReadState {
+    log_start: i64,
+    leo: i64,
+    hw: i64,
+    leader_epoch: i32,
+    /// (epoch, start offset), ascending: the leader epoch cache.
+    epochs: Vec<(i32, i64)>,
+    /// The epoch most recently written to storage, so a new one is recorded with its first batch.
+    stored_epoch: Option<i32>,
+    size_bytes: u64,
+    tail: VecDeque<Cached>,
+    tail_bytes: usize,
+}
+
+pub struct PartitionLog {
+    pub id: PartitionId,
+    store: Arc<dyn LogStore>,
+    /// Serialises the changes of this partition (offset assignment, producer checks,
+    /// truncation); held across the storage write so offsets are stored in order.
+    appends: Mutex<HashMap<i64, ProducerState>>,
+    state: RwLock<ReadState>,
+    /// Woken whenever the high watermark moves, for long-polling fetches.
+    pub hw_moved: Notify,
+}
+
+impl PartitionLog {
+    /// Opens a partition's log from storage (blocking: call at start-up or off the runtime).
+    pub fn open(
+        id: PartitionId,
+        store: Arc<dyn LogStore>,
+        leader_epoch: i32,
+    ) -> Result<PartitionLog> {
+        let log_start = store.log_start(id)?.unwrap_or(0);
+        let leo = match store.last_batch(id)? {
+            Some(m) => (m.last_offset + 1).max(log_start),
+            None => log_start,
+        };
+        let mut producers = HashMap::new();
+        for (pid, v) in store.producer_states(id)? {
+            let s = ProducerState::decode(&v).ok_or_else(|| {
+                Error::Storage(format!(
+                    "producer state {pid} of partition {id} is malformed"
+                ))
+            })?;
+            producers.insert(pid, s);
+        }
+        let mut epochs = store.epochs(id)?;
+        let stored_epoch = epochs.last().map(|e| e.0);
+        // As Kafka's Partition.makeLeader does: the current epoch starts at the LEO.
+        if epochs.last().is_none_or(|e| e.0 < leader_epoch) {
+            epochs.push((leader_epoch, leo));
+        }
+        let size_bytes = store.size_bytes(id)?;
+        Ok(PartitionLog {
+            id,
+            store,
+            appends: Mutex::new(producers),
+            state: RwLock::new(ReadState {
+                log_start,
+                leo,
+                // The ISR is this broker alone, so everything written is committed.
+                hw: leo,
+                leader_epoch,
+                epochs,
+                stored_epoch,
+                size_bytes,
+                tail: VecDeque::new(),
+                tail_bytes: 0,
+            }),
+            hw_moved: Notify::new(),
+        })
+    }
+
+    fn read_state(&self) -> std::sync::RwLockReadGuard<'_, ReadState> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, ReadState> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn offsets(&self) -> Offsets {
+        let s = self.read_state();
+        Offsets {
+            log_start: s.log_start,
+            high_watermark: s.hw,
+            log_end: s.leo,
+            leader_epoch: s.leader_epoch,
+        }
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.read_state().size_bytes
+    }
+
+    /// Validates and appends one produced batch. On success the batch is written and, the
+    /// ISR being this broker alone, committed (below the HW).
+    pub async fn append(&self, records: &Bytes, opts: AppendOptions) -> Result<Appended> {
+        let header = batch::validate_produced(records, opts.max_message_bytes)?;
+        if header.is_transactional() {
+            return Err(Error::TransactionsUnsupported);
+        }
+        let mut producers = self.appends.lock().await;
+        let prior = if header.is_idempotent() {
+            let prior = producers.get(&header.producer_id);
+            if let SeqCheck::Duplicate { base_offset } = ProducerState::check(prior, &header)? {
+                return Ok(Appended {
+                    base_offset,
+                    log_start_offset: self.read_state().log_start,
+                    duplicate: true,
+                });
+            }
+            prior.cloned()
+        } else {
+            None
+        };
+
+        let (base_offset, leader_epoch, epoch_start) = {
+            let s = self.read_state();
+            let epoch_start = match s.stored_epoch {
+                Some(e) if e == s.leader_epoch => None,
+                _ => Some((s.leader_epoch, s.leo)),
+            };
+            (s.leo, s.leader_epoch, epoch_start)
+        };
+        let stamped = batch::stamp(records, base_offset, leader_epoch, opts.log_append_time_ms);
+        let meta = BatchMeta {
+            base_offset,
+            last_offset: base_offset + header.last_offset_delta as i64,
+            max_timestamp: opts.log_append_time_ms.unwrap_or(header.max_timestamp),
+            size: stamped.len() as u32,
+        };
+        let new_state = header
+            .is_idempotent()
+            .then(|| ProducerState::after_append(prior.as_ref(), &header, base_offset));
+        let append = Append {
+            partition: self.id,
+            meta,
+            batch: stamped.clone(),
+            producer: new_state.as_ref().map(|s| (header.producer_id, s.encode())),
+            epoch_start,
+        };
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            store.append(std::slice::from_ref(&append), opts.durable)
+        })
+        .await
+        .map_err(|e| Error::Storage(format!("append task failed: {e}")))??;
+
+        if let Some(s) = new_state {
+            producers.insert(header.producer_id, s);
+        }
+        let log_start_offset = {
+            let mut s = self.write_state();
+            s.leo = meta.last_offset + 1;
+            if epoch_start.is_some() {
+                s.stored_epoch = Some(leader_epoch);
+            }
+            s.size_bytes += meta.size as u64;
+            s.tail_bytes += stamped.len();
+            s.tail.push_back(Cached {
+                base: meta.base_offset,
+                last: meta.last_offset,
+                bytes: stamped,
+            });
+            while s.tail_bytes > TAIL_CACHE_BYTES_MAX && s.tail.len() > 1 {
+                if let Some(c) = s.tail.pop_front() {
+                    s.tail_bytes -= c.bytes.len();
+                }
+            }
+            // HW = min LEO over the ISR; the ISR is the leader alone.
+            s.hw = s.leo;
+            s.log_start
+        };
+        drop(producers);
+        self.hw_moved.notify_waiters();
+        Ok(Appended {
+            base_offset,
+            log_start_offset,
+            duplicate: false,
+        })
+    }
+
+    /// Reads whole batches from the one containing `offset`, up to `max_bytes` (at least one
+    /// batch when `min_one`), below the HW (`committed_only`) or the LEO.
+    pub async fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+        committed_only: bool,
+    ) -> Result<ReadResult> {
+        let (upper, offsets, from_tail) = {
+            let s = self.read_state();
+            if offset < s.log_start || offset > s.leo {
+                return Err(Error::OffsetOutOfRange {
+                    offset,
+                    start: s.log_start,
+                    end: s.leo,
+                });
+            }
+            let upper = if committed_only { s.hw } else { s.leo };
+            let offsets = (s.hw, s.leo, s.log_start);
+            if offset >= upper {
+                (upper, offsets, Some(Vec::new()))
+            } else if s.tail.front().is_some_and(|c| c.base <= offset) {
+                let mut out = Vec::new();
+                let mut total = 0usize;
+                for c in s.tail.iter().filter(|c| c.last >= offset && c.base < upper) {
+                    if total + c.bytes.len() > max_bytes && (!out.is_empty() || !min_one) {
+                        break;
+                    }
+                    total += c.bytes.len();
+                    out.push(c.bytes.clone());
+                }
+                (upper, offsets, Some(out))
+            } else {
+                (upper, offsets, None)
+            }
+        };
+        let batches = match from_tail {
+            Some(b) => b,
+            None => {
+                let store = self.store.clone();
+                let id = self.id;
+                let mut b = tokio::task::spawn_blocking(move || store.read(id, offset, max_bytes))
+                    .await
+                    .map_err(|e| Error::Storage(format!("read task failed: {e}")))??;
+                b.retain(|batch| BatchHeader::parse(batch).is_ok_and(|h| h.base_offset < upper));
+                if !min_one && b.first().is_some_and(|f| f.len() > max_bytes) {
+                    b.clear();
+                }
+                b
+            }
+        };
+        Ok(ReadResult {
+            records: concat(batches),
+            high_watermark: offsets.0,
+            log_end_offset: offsets.1,
+            log_start_offset: offsets.2,
+        })
+    }
+
+    /// The first offset whose record timestamp is at least `ts` (ListOffsets by time), with
+    /// that record's timestamp; `None` when no committed record is that recent.
+    pub async fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>> {
+        let (start, hw) = {
+            let s = self.read_state();
+            (s.log_start, s.hw)
+        };
+        let found = self
+            .scan(start, None, move |found: &mut Option<BatchMeta>, m| {
+                if m.base_offset >= hw {
+                    return false;
+                }
+                if m.max_timestamp >= ts {
+                    *found = Some(*m);
+                    return false;
+                }
+                true
+            })
+            .await?;
+        let Some(m) = found else { return Ok(None) };
+        let batch = self.read(m.base_offset.max(start), 1, true, true).await?;
+        let exact = BatchHeader::parse(&batch.records).ok().and_then(|h| {
+            batch::find_timestamp_in_batch(&batch.records, &h, ts)
+                .map(|(d, t)| (h.base_offset + d as i64, t))
+        });
+        Ok(Some(match exact {
+            Some((o, t)) => (o.max(start), t),
+            // Compressed batches are not opened: answer at batch granularity.
+            None => (m.base_offset.max(start), m.max_timestamp),
+        }))
+    }
+
+    /// The offset and timestamp of the committed record with the largest timestamp.
+    pub async fn max_timestamp(&self) -> Result<Option<(i64, i64)>> {
+        let (start, hw) = {
+            let s = self.read_state();
+            (s.log_start, s.hw)
+        };
+        let best = self
+            .scan(start, None, move |best: &mut Option<BatchMeta>, m| {
+                if m.base_offset >= hw {
+                    return false;
+                }
+                if best.is_none_or(|b| m.max_timestamp > b.max_timestamp) {
+                    *best = Some(*m);
+                }
+                true
+            })
+            .await?;
+        let Some(m) = best else { return Ok(None) };
+        let batch = self.read(m.base_offset.max(start), 1, true, true).await?;
+        let exact = BatchHeader::parse(&batch.records).ok().and_then(|h| {
+            batch::max_timestamp_record(&batch.records, &h)
+                .map(|(d, t)| (h.base_offset + d as i64, t))
+        });
+        Ok(Some(match exact {
+            Some((o, t)) => (o.max(start), t),
+            None => (m.last_offset, m.max_timestamp),
+        }))
+    }
+
+    /// Folds `f` over the batch metadata from `from` on, off the runtime, until it says stop.
+    async fn scan<S: Send + 'static>(
+        &self,
+        from: i64,
+        mut state: S,
+        mut f: impl FnMut(&mut S, &BatchMeta) -> bool + Send + 'static,
+    ) -> Result<S> {
+        let store = self.store.clone();
+        let id = self.id;
+        tokio::task::spawn_blocking(move || {
+            store.scan_batches(id, from, &mut |m| f(&mut state, m))?;
+            Ok(state)
+        })
+        .await
+        .map_err(|e| Error::Storage(format!("scan task failed: {e}")))?
+    }
+
+    /// The end offset of `epoch` as OffsetForLeaderEpoch answers it: (largest known epoch
+    /// not above the request, the start offset of the next epoch or the LEO).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        let s = self.read_state();
+        let latest = s.epochs.last().map(|e| e.0);
+        if epoch < 0 {
+            return (-1, -1);
+        }
+        if latest == Some(epoch) {
+            return (epoch, s.leo);
+        }
+        let Some(higher) = s.epochs.iter().find(|e| e.0 > epoch) else {
+            return (-1, -1);
+        };
+        match s.epochs.iter().rev().find(|e| e.0 <= epoch) {
+            Some(floor) => (floor.0, higher.1),
+            None => (epoch, higher.1),
+        }
+    }
+
+    /// The leader epoch under which `offset` was written (from the epoch cache).
+    pub fn epoch_at(&self, offset: i64) -> i32 {
+        let s = self.read_state();
+        s.epochs
+            .iter()
+            .rev()
+            .find(|(_, start)| *start <= offset)
+            .map(|(e, _)| *e)
+            .unwrap_or(s.leader_epoch)
+    }
+
+    /// Checks a client's idea of the leader epoch against ours (-1: no check).
+    pub fn check_leader_epoch(&self, client_epoch: i32) -> Result<()> {
+        let current = self.read_state().leader_epoch;
+        match client_epoch {
+            e if e < 0 || e == current => Ok(()),
+            e if e < current => Err(Error::FencedLeaderEpoch { got: e, current }),
+            e => Err(Error::UnknownLeaderEpoch { got: e, current }),
+        }
+    }
+
+    /// Moves the log start offset forward to `offset` (DeleteRecords; -1 means the HW).
+    /// Returns the new log start offset.
+    pub async fn delete_records(&self, offset: i64) -> Result<i64> {
+        let _guard = self.appends.lock().await;
+        let (start, hw) = {
+            let s = self.read_state();
+            (s.log_start, s.hw)
+        };
+        let target = if offset == -1 { hw } else { offset };
+        if target < 0 || target > hw {
+            return Err(Error::OffsetOutOfRange {
+                offset: target,
+                start,
+                end: hw,
+            });
+        }
+        if target <= start {
+            return Ok(start);
+        }
+        self.truncate_prefix_locked(target).await?;
+        Ok(target)
+    }
+
+    /// Applies time and size retention; returns the new log start offset if it moved.
+    pub async fn apply_retention(
+        &self,
+        now_ms: i64,
+        retention_ms: i64,
+        retention_bytes: i64,
+    ) -> Result<Option<i64>> {
+        if retention_ms < 0 && retention_bytes < 0 {
+            return Ok(None);
+        }
+        let _guard = self.appends.lock().await;
+        let (start, hw, size) = {
+            let s = self.read_state();
+            (s.log_start, s.hw, s.size_bytes)
+        };
+        let cutoff = if retention_ms >= 0 {
+            now_ms.saturating_sub(retention_ms)
+        } else {
+            i64::MIN
+        };
+        // Walk from the oldest batch while it is expired by time or by size; never past the
+        // HW, so nothing consumers have not been allowed to read is removed.
+        let (_, new_start) = self
+            .scan(
+                start,
+                (size as i64, start),
+                move |(remaining, new_start), m| {
+                    let too_old = m.max_timestamp < cutoff;
+                    let too_big =
+                        retention_bytes >= 0 && *remaining - m.size as i64 >= retention_bytes;
+                    if m.last_offset >= hw || !(too_old || too_big) {
+                        return false;
+                    }
+                    *remaining -= m.size as i64;
+                    *new_start = m.last_offset + 1;
+                    true
+                },
+            )
+            .await?;
+        if new_start <= start {
+            return Ok(None);
+        }
+        self.truncate_prefix_locked(new_start).await?;
+        Ok(Some(new_start))
+    }
+
+    /// Truncates below `new_start`; the caller holds the append lock.
+    async fn truncate_prefix_locked(&self, new_start: i64) -> Result<()> {
+        let store = self.store.clone();
+        let id = self.id;
+        let size = tokio::task::spawn_blocking(move || {
+            store.truncate_prefix(id, new_start)?;
+            store.size_bytes(id)
+        })
+        .await
+        .map_err(|e| Error::Storage(format!("truncate task failed: {e}")))??;
+        let mut s = self.write_state();
+        s.log_start = new_start;
+        s.size_bytes = size;
+        while s.tail.front().is_some_and(|c| c.last < new_start) {
+            if let Some(c) = s.tail.pop_front() {
+                s.tail_bytes -= c.bytes.len();
+            }
+        }
+        Ok(())
+    }
+}
+
+fn concat(batches: Vec<Bytes>) -> Bytes {
+    match batches.len() {
+        0 => Bytes::new(),
+        1 => batches.into_iter().next().unwrap_or_default(),
+        _ => {
+            let mut b = BytesMut::with_capacity(batches.iter().map(Bytes::len).sum());
+            for x in batches {
+                b.extend_from_slice(&x);
+            }
+            b.freeze()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::memory::MemoryStore;
+    use batch::tests::batch;
+
+    fn opts() -> AppendOptions {
+        AppendOptions {
+            max_message_bytes: 1 << 20,
+            durable: false,
+            log_append_time_ms: None,
+        }
+    }
+
+    fn log(store: &Arc<MemoryStore>) -> PartitionLog {
+        PartitionLog::open(1, store.clone() as Arc<dyn LogStore>, 0).unwrap()
+    }
+
+    #[tokio::test]
+    async fn offsets_are_assigned_and_survive_reopen() {
+        let store = Arc::new(MemoryStore::default());
+        let l = log(&store);
+        let a = l
+            .append(&Bytes::from(batch(&[b"a", b"b"], None, 10)), opts())
+            .await
+            .unwrap();
+        let b = l
+            .append(&Bytes::from(batch(&[b"c"], None, 20)), opts())
+            .await
+            .unwrap();
+        assert_eq!((a.base_offset, b.base_offset), (0, 2));
+        let o = l.offsets();
+        assert_eq!((o.log_end, o.high_watermark), (3, 3));
+        let r = l.read(1, 1 << 20, true, true).await.unwrap();
+        let heads: Vec<_> = batch::headers(&r.records).map(|h| h.base_offset).collect();
+        assert_eq!(
+            heads,
+            vec![0, 2],
+            "the batch containing offset 1 comes whole"
+        );
+        assert!(matches!(
+            l.read(4, 100, true, true).await,
+            Err(Error::OffsetOutOfRange { .. })
+        ));
+        assert!(l.read(3, 100, true, true).await.unwrap().records.is_empty());
+
+        let l2 = log(&store);
+        assert_eq!(l2.offsets().log_end, 3);
+        // Cold read from storage, not the tail cache.
+        let r = l2.read(0, 1, true, true).await.unwrap();
+        assert_eq!(
+            batch::headers(&r.records).count(),
+            1,
+            "one batch even past max_bytes"
+        );
+        assert_eq!(l2.end_offset_for_epoch(0), (0, 3));
+    }
+
+    #[tokio::test]
+    async fn idempotent_retries_get_the_original_offset() {
+        let store = Arc::new(MemoryStore::default());
+        let l = log(&store);
+        let first = Bytes::from(batch(&[b"a"], Some((5, 0, 0)), 0));
+        assert_eq!(l.append(&first, opts()).await.unwrap().base_offset, 0);
+        l.append(&Bytes::from(batch(&[b"b"], Some((5, 0, 1)), 0)), opts())
+            .await
+            .unwrap();
+        let again = l.append(&first, opts()).await.unwrap();
+        assert!(again.duplicate);
+        assert_eq!(again.base_offset, 0);
+        assert_eq!(l.offsets().log_end, 2);
+        let gap = l
+            .append(&Bytes::from(batch(&[b"c"], Some((5, 0, 7)), 0)), opts())
+            .await;
+        assert!(matches!(gap, Err(Error::OutOfOrderSequence { .. })));
+        // Producer state was written with the batch: a reopened log still dedupes.
+        let l2 = log(&store);
+        assert!(l2.append(&first, opts()).await.unwrap().duplicate);
+    }
+
+    #[tokio::test]
+    async fn delete_records_and_retention_move_the_start() {
+        let store = Arc::new(MemoryStore::default());
+        let l = log(&store);
+        for i in 0..5 {
+            l.append(&Bytes::from(batch(&[b"xx"], None, 1000 + i)), opts())
+                .await
+                .unwrap();
+        }
+        assert_eq!(l.delete_records(2).await.unwrap(), 2);
+        assert!(matches!(
+            l.read(1, 100, true, true).await,
+            Err(Error::OffsetOutOfRange { .. })
+        ));
+        assert!(matches!(
+            l.delete_records(9).await,
+            Err(Error::OffsetOutOfRange { .. })
+        ));
+        // Everything older than 1003 goes; the rest stays.
+        assert_eq!(l.apply_retention(1010, 7, -1).await.unwrap(), Some(3));
+        let size_one = l.size_bytes() / 2;
+        assert_eq!(
+            l.apply_retention(0, -1, size_one as i64).await.unwrap(),
+            Some(4)
+        );
+        assert_eq!(l.offsets().log_start, 4);
+        assert_eq!(log(&store).offsets().log_start, 4);
+    }
+
+    #[tokio::test]
+    async fn timestamps_and_epochs() {
+        let store = Arc::new(MemoryStore::default());
+        let l = log(&store);
+        l.append(&Bytes::from(batch(&[b"a", b"b"], None, 100)), opts())
+            .await
+            .unwrap();
+        l.append(&Bytes::from(batch(&[b"c"], None, 500)), opts())
+            .await
+            .unwrap();
+        assert_eq!(l.offset_for_timestamp(101).await.unwrap(), Some((1, 101)));
+        assert_eq!(l.offset_for_timestamp(200).await.unwrap(), Some((2, 500)));
+        assert_eq!(l.offset_for_timestamp(501).await.unwrap(), None);
+        assert_eq!(l.max_timestamp().await.unwrap(), Some((2, 500)));
+        assert!(l.check_leader_epoch(0).is_ok());
+        assert!(matches!(
+            l.check_leader_epoch(3),
+            Err(Error::UnknownLeaderEpoch { .. })
+        ));
+        assert_eq!(l.end_offset_for_epoch(7), (-1, -1));
+    }
+}

@@ -1,0 +1,121 @@
+//! Reads length-prefixed Kafka frames from a socket, refusing lengths that are negative or
+//! above `socket.request.max.bytes` before allocating anything for them.
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Read buffer growth step: a frame's memory is allocated as its bytes arrive, so a huge
+/// length prefix with no data behind it costs nothing.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame length {0} is negative")]
+    Negative(i32),
+    #[error("frame length {len} exceeds socket.request.max.bytes {max}")]
+    TooLarge { len: usize, max: usize },
+    #[error("connection closed inside a frame")]
+    Truncated,
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub struct FrameReader<R> {
+    inner: R,
+    buf: BytesMut,
+    frame_bytes_max: usize,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    pub fn new(inner: R, frame_bytes_max: usize) -> Self {
+        FrameReader {
+            inner,
+            buf: BytesMut::with_capacity(READ_CHUNK_BYTES),
+            frame_bytes_max,
+        }
+    }
+
+    /// The next frame without its length prefix; `None` at a clean end of stream.
+    pub async fn next(&mut self) -> Result<Option<Bytes>, FrameError> {
+        while self.buf.len() < 4 {
+            if !self.fill().await? {
+                return if self.buf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(FrameError::Truncated)
+                };
+            }
+        }
+        let len = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+        if len < 0 {
+            return Err(FrameError::Negative(len));
+        }
+        let len = len as usize;
+        if len > self.frame_bytes_max {
+            return Err(FrameError::TooLarge {
+                len,
+                max: self.frame_bytes_max,
+            });
+        }
+        while self.buf.len() < 4 + len {
+            let missing = 4 + len - self.buf.len();
+            self.buf.reserve(missing.min(READ_CHUNK_BYTES.max(len / 4)));
+            if !self.fill().await? {
+                return Err(FrameError::Truncated);
+            }
+        }
+        let mut frame = self.buf.split_to(4 + len);
+        let _ = frame.split_to(4);
+        Ok(Some(frame.freeze()))
+    }
+
+    async fn fill(&mut self) -> Result<bool, FrameError> {
+        if self.buf.capacity() - self.buf.len() == 0 {
+            self.buf.reserve(READ_CHUNK_BYTES);
+        }
+        Ok(self.inner.read_buf(&mut self.buf).await? > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn frames(input: &[u8], max: usize) -> Vec<Result<Option<Bytes>, String>> {
+        let mut r = FrameReader::new(input, max);
+        let mut out = Vec::new();
+        loop {
+            match r.next().await {
+                Ok(Some(f)) => out.push(Ok(Some(f))),
+                Ok(None) => {
+                    out.push(Ok(None));
+                    return out;
+                }
+                Err(e) => {
+                    out.push(Err(e.to_string()));
+                    return out;
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn splits_frames_and_refuses_bad_lengths() {
+        let mut input = vec![0, 0, 0, 2, b'h', b'i', 0, 0, 0, 0];
+        input.extend_from_slice(&[0, 0, 0, 1, b'x']);
+        let f = frames(&input, 100).await;
+        assert_eq!(f.len(), 4);
+        assert_eq!(f[0].as_ref().unwrap().as_deref(), Some(&b"hi"[..]));
+        assert_eq!(f[1].as_ref().unwrap().as_deref(), Some(&b""[..]));
+        assert!(matches!(f[3], Ok(None)));
+
+        let f = frames(&(-1i32).to_be_bytes(), 100).await;
+        assert!(f[0].as_ref().unwrap_err().contains("negative"));
+        let f = frames(&i32::MAX.to_be_bytes(), 100).await;
+        assert!(f[0].as_ref().unwrap_err().contains("exceeds"));
+        let f = frames(&[0, 0, 0, 9, 1, 2], 100).await;
+        assert!(f[0].as_ref().unwrap_err().contains("closed inside"));
+        let f = frames(&[0, 0], 100).await;
+        assert!(f[0].as_ref().unwrap_err().contains("closed inside"));
+    }
+}

@@ -1,0 +1,235 @@
+//! Narrow storage traits: [`LogStore`] for partition logs and [`MetaStore`] for small
+//! metadata records. `rocks.rs` is the only file that names RocksDB; `memory.rs` keeps the same
+//! contract in memory for unit tests of the logic above storage.
+//!
+//! Two words are used precisely in this module's docs:
+//! - **written**: visible to every later read and recorded in the write-ahead log, so it
+//!   survives the process being killed (`kill -9`), but not necessarily a power loss.
+//! - **durable**: written and flushed to the device (fsync), so it survives a power loss too.
+//!
+//! Invariants every implementation keeps:
+//! - An [`Append`] group is written atomically: the batches, the producer states and the
+//!   leader-epoch entries it carries are all visible after a crash, or none of them is.
+//! - Batches of a partition are keyed by base offset, so reads return them in offset order.
+//! - `truncate_prefix` never removes the batch that contains the new log start offset.
+
+pub mod memory;
+pub mod rocks;
+
+use bytes::Bytes;
+
+use crate::error::Result;
+
+/// A partition's storage id: allocated once when the partition is created and never reused,
+/// so a deleted topic's leftovers can never be mistaken for a new topic's data.
+pub type PartitionId = u32;
+
+/// What the store keeps about each batch besides its bytes, for scans that should not read
+/// the batches themselves (retention, timestamp look-ups, the log end offset at start-up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchMeta {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+    pub size: u32,
+}
+
+/// One batch to append, with the state that must be written in the same atomic unit.
+#[derive(Debug, Clone)]
+pub struct Append {
+    pub partition: PartitionId,
+    pub meta: BatchMeta,
+    /// The whole batch with its base offset and leader epoch already stamped.
+    pub batch: Bytes,
+    /// The producer's new idempotence state, encoded by `log::producer`.
+    pub producer: Option<(i64, Bytes)>,
+    /// A new leader epoch that starts with this batch: (epoch, start offset).
+    pub epoch_start: Option<(i32, i64)>,
+}
+
+/// Storage of partition logs.
+pub trait LogStore: Send + Sync + 'static {
+    /// Writes the appends as one atomic unit. On return they are written; with `durable`,
+    /// they are durable.
+    fn append(&self, appends: &[Append], durable: bool) -> Result<()>;
+
+    /// Returns whole batches in offset order, starting with the batch that contains
+    /// `from_offset` (or the first after it), until adding the next batch would pass
+    /// `max_bytes`. At least one batch is returned when any exists at or after `from_offset`.
+    fn read(
+        &self,
+        partition: PartitionId,
+        from_offset: i64,
+        max_bytes: usize,
+    ) -> Result<Vec<Bytes>>;
+
+    /// Calls `f` with the metadata of each batch whose last offset is at or after
+    /// `from_offset`, in offset order, until `f` returns false.
+    fn scan_batches(
+        &self,
+        partition: PartitionId,
+        from_offset: i64,
+        f: &mut dyn FnMut(&BatchMeta) -> bool,
+    ) -> Result<()>;
+
+    /// The last batch of the partition, if it has any.
+    fn last_batch(&self, partition: PartitionId) -> Result<Option<BatchMeta>>;
+
+    /// Total bytes of the partition's batches at or after `from_offset`.
+    fn size_bytes(&self, partition: PartitionId) -> Result<u64> {
+        let mut total = 0u64;
+        self.scan_batches(partition, 0, &mut |m| {
+            total += m.size as u64;
+            true
+        })?;
+        Ok(total)
+    }
+
+    /// Moves the log start offset to `log_start` and removes every batch that lies wholly
+    /// below it, as one written unit.
+    fn truncate_prefix(&self, partition: PartitionId, log_start: i64) -> Result<()>;
+
+    /// The log start offset last set by `truncate_prefix`, if any.
+    fn log_start(&self, partition: PartitionId) -> Result<Option<i64>>;
+
+    /// Removes everything kept for the partition: batches, producer states, epochs.
+    fn delete_partition(&self, partition: PartitionId) -> Result<()>;
+
+    /// Every producer state of the partition: (producer id, encoded state).
+    fn producer_states(&self, partition: PartitionId) -> Result<Vec<(i64, Bytes)>>;
+
+    /// The leader-epoch cache: (epoch, start offset), in epoch order.
+    fn epochs(&self, partition: PartitionId) -> Result<Vec<(i32, i64)>>;
+}
+
+/// Storage of small metadata records (topics, configs, counters). Every `put` and `delete`
+/// is durable on return: metadata changes are rare and must not be lost.
+pub trait MetaStore: Send + Sync + 'static {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    fn delete(&self, key: &[u8]) -> Result<()>;
+    /// Every record whose key starts with `prefix`, in key order.
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+}
+
+/// Big-endian fixed-width key: partition id then offset, so byte order is numeric order.
+pub fn batch_key(partition: PartitionId, offset: i64) -> [u8; 12] {
+    let mut k = [0u8; 12];
+    k[..4].copy_from_slice(&partition.to_be_bytes());
+    k[4..].copy_from_slice(&(offset.max(0) as u64).to_be_bytes());
+    k
+}
+
+/// The offset part of a [`batch_key`].
+pub fn key_offset(key: &[u8]) -> Option<i64> {
+    let b: [u8; 8] = key.get(4..12)?.try_into().ok()?;
+    Some(u64::from_be_bytes(b) as i64)
+}
+
+/// Encodes the per-batch metadata kept beside each batch.
+pub fn encode_meta(m: &BatchMeta) -> [u8; 16] {
+    let mut v = [0u8; 16];
+    v[..4].copy_from_slice(&((m.last_offset - m.base_offset) as i32).to_be_bytes());
+    v[4..12].copy_from_slice(&m.max_timestamp.to_be_bytes());
+    v[12..16].copy_from_slice(&m.size.to_be_bytes());
+    v
+}
+
+/// Decodes [`encode_meta`]; `None` for a value of the wrong shape.
+pub fn decode_meta(base_offset: i64, v: &[u8]) -> Option<BatchMeta> {
+    if v.len() != 16 {
+        return None;
+    }
+    let delta = i32::from_be_bytes(v[..4].try_into().ok()?);
+    Some(BatchMeta {
+        base_offset,
+        last_offset: base_offset + delta as i64,
+        max_timestamp: i64::from_be_bytes(v[4..12].try_into().ok()?),
+        size: u32::from_be_bytes(v[12..16].try_into().ok()?),
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod conformance {
+    //! The contract of [`LogStore`], run against every implementation.
+    use super::*;
+
+    fn batch(base: i64, n: i64, size: usize) -> Append {
+        Append {
+            partition: 1,
+            meta: BatchMeta {
+                base_offset: base,
+                last_offset: base + n - 1,
+                max_timestamp: 1000 + base,
+                size: size as u32,
+            },
+            batch: Bytes::from(vec![base as u8; size]),
+            producer: None,
+            epoch_start: None,
+        }
+    }
+
+    pub fn log_store_contract(s: &dyn LogStore) {
+        assert!(s.last_batch(1).unwrap().is_none());
+        assert!(s.read(1, 0, 100).unwrap().is_empty());
+        let mut first = batch(0, 3, 10);
+        first.producer = Some((9, Bytes::from_static(b"state")));
+        first.epoch_start = Some((0, 0));
+        s.append(&[first, batch(3, 2, 10)], false).unwrap();
+        s.append(&[batch(5, 5, 10)], true).unwrap();
+        // Another partition must not leak into partition 1.
+        let mut other = batch(0, 1, 10);
+        other.partition = 2;
+        s.append(&[other], false).unwrap();
+
+        assert_eq!(s.last_batch(1).unwrap().unwrap().last_offset, 9);
+        // The batch containing offset 4 starts at 3.
+        let r = s.read(1, 4, 15).unwrap();
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0][0], 3);
+        // At least one batch even when it exceeds max_bytes.
+        assert_eq!(s.read(1, 0, 1).unwrap().len(), 1);
+        assert_eq!(s.read(1, 0, 1000).unwrap().len(), 3);
+        assert!(s.read(1, 10, 1000).unwrap().is_empty());
+        assert_eq!(s.size_bytes(1).unwrap(), 30);
+
+        let mut seen = vec![];
+        s.scan_batches(1, 4, &mut |m| {
+            seen.push(m.base_offset);
+            true
+        })
+        .unwrap();
+        assert_eq!(seen, vec![3, 5]);
+
+        assert_eq!(
+            s.producer_states(1).unwrap(),
+            vec![(9, Bytes::from_static(b"state"))]
+        );
+        assert_eq!(s.epochs(1).unwrap(), vec![(0, 0)]);
+
+        s.truncate_prefix(1, 4).unwrap();
+        assert_eq!(s.log_start(1).unwrap(), Some(4));
+        let r = s.read(1, 0, 1000).unwrap();
+        assert_eq!(r.len(), 2, "the batch containing the new start stays");
+        assert_eq!(r[0][0], 3);
+
+        s.delete_partition(1).unwrap();
+        assert!(s.last_batch(1).unwrap().is_none());
+        assert!(s.producer_states(1).unwrap().is_empty());
+        assert!(s.epochs(1).unwrap().is_empty());
+        assert_eq!(s.log_start(1).unwrap(), None);
+        assert_eq!(s.last_batch(2).unwrap().unwrap().last_offset, 0);
+    }
+
+    pub fn meta_store_contract(s: &dyn MetaStore) {
+        s.put(b"t/a", b"1").unwrap();
+        s.put(b"t/b", b"2").unwrap();
+        s.put(b"u/c", b"3").unwrap();
+        assert_eq!(s.get(b"t/a").unwrap().as_deref(), Some(&b"1"[..]));
+        let all = s.scan_prefix(b"t/").unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[1].0, b"t/b");
+        s.delete(b"t/a").unwrap();
+        assert_eq!(s.get(b"t/a").unwrap(), None);
+    }
+}

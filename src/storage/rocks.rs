@@ -1,0 +1,404 @@
+//! The RocksDB store: one database per log dir, with the column families of DESIGN.md.
+//!
+//! | CF          | key                                   | value                          |
+//! |-------------|---------------------------------------|--------------------------------|
+//! | `log`       | partition id (u32 BE) + base offset   | the raw record batch           |
+//! | `index`     | same key as `log`                     | last offset delta, max timestamp, size |
+//! | `producers` | partition id + producer id (u64 BE)   | idempotence state              |
+//! | `meta`      | `m` + caller key / `e` + partition + epoch / `s` + partition | metadata, epoch starts, log start offsets |
+//! | `offsets`, `groups` | reserved for the group coordinator |                        |
+//!
+//! The `log` CF stores batches as blob files (key/value separation), so compaction moves
+//! only small keys around however many partitions interleave. The WAL stays on: a written
+//! append survives `kill -9`; `durable` appends also sync it.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Options,
+    ReadOptions, WriteBatch, WriteOptions, DB,
+};
+
+use super::{
+    batch_key, decode_meta, encode_meta, key_offset, Append, BatchMeta, LogStore, MetaStore,
+    PartitionId,
+};
+use crate::error::{Error, Result};
+
+const CF_LOG: &str = "log";
+const CF_INDEX: &str = "index";
+const CF_PRODUCERS: &str = "producers";
+const CF_META: &str = "meta";
+const CF_OFFSETS: &str = "offsets";
+const CF_GROUPS: &str = "groups";
+
+pub struct RocksStore {
+    db: Arc<DB>,
+}
+
+fn storage_err(e: rocksdb::Error) -> Error {
+    Error::Storage(e.into_string())
+}
+
+impl RocksStore {
+    /// Opens (creating if needed) the database in `dir`.
+    pub fn open(dir: &Path) -> Result<RocksStore> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::Storage(format!("cannot create {}: {e}", dir.display())))?;
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.set_compression_type(DBCompressionType::None);
+        db_opts.increase_parallelism(2);
+        // Bounds how much WAL a restart after kill -9 has to replay.
+        db_opts.set_max_total_wal_size(256 << 20);
+        db_opts.set_keep_log_file_num(3);
+        db_opts.set_enable_pipelined_write(true);
+
+        let cache = Cache::new_lru_cache(32 << 20);
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&cache);
+
+        let mut log_opts = Options::default();
+        log_opts.set_compression_type(DBCompressionType::None);
+        log_opts.set_enable_blob_files(true);
+        log_opts.set_min_blob_size(4096);
+        log_opts.set_blob_compression_type(DBCompressionType::None);
+        log_opts.set_enable_blob_gc(true);
+        log_opts.set_write_buffer_size(32 << 20);
+        log_opts.set_block_based_table_factory(&table);
+
+        let small = || {
+            let mut o = Options::default();
+            o.set_compression_type(DBCompressionType::None);
+            o.set_write_buffer_size(4 << 20);
+            o.set_block_based_table_factory(&table);
+            o
+        };
+        let cfs = vec![
+            ColumnFamilyDescriptor::new(CF_LOG, log_opts),
+            ColumnFamilyDescriptor::new(CF_INDEX, small()),
+            ColumnFamilyDescriptor::new(CF_PRODUCERS, small()),
+            ColumnFamilyDescriptor::new(CF_META, small()),
+            ColumnFamilyDescriptor::new(CF_OFFSETS, small()),
+            ColumnFamilyDescriptor::new(CF_GROUPS, small()),
+        ];
+        let db = DB::open_cf_descriptors(&db_opts, dir, cfs).map_err(storage_err)?;
+        Ok(RocksStore { db: Arc::new(db) })
+    }
+
+    fn cf(&self, name: &str) -> &ColumnFamily {
+        self.db
+            .cf_handle(name)
+            .expect("column family created at open")
+    }
+
+    /// Syncs the WAL so everything written so far is durable (used at shutdown).
+    pub fn sync(&self) -> Result<()> {
+        self.db.flush_wal(true).map_err(storage_err)
+    }
+
+    fn write(&self, batch: WriteBatch, durable: bool) -> Result<()> {
+        let mut opts = WriteOptions::default();
+        opts.set_sync(durable);
+        self.db.write_opt(batch, &opts).map_err(storage_err)
+    }
+
+    fn partition_bounds(partition: PartitionId) -> ReadOptions {
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_lower_bound(batch_key(partition, 0).to_vec());
+        ro.set_iterate_upper_bound((partition as u64 + 1).to_be_bytes()[4..].to_vec());
+        ro
+    }
+}
+
+fn epoch_key(partition: PartitionId, epoch: i32) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[0] = b'e';
+    k[1..5].copy_from_slice(&partition.to_be_bytes());
+    k[5..9].copy_from_slice(&(epoch.max(0) as u32).to_be_bytes());
+    k
+}
+
+fn start_key(partition: PartitionId) -> [u8; 5] {
+    let mut k = [0u8; 5];
+    k[0] = b's';
+    k[1..5].copy_from_slice(&partition.to_be_bytes());
+    k
+}
+
+fn producer_key(partition: PartitionId, producer_id: i64) -> [u8; 12] {
+    batch_key(partition, producer_id)
+}
+
+fn meta_key(key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(key.len() + 1);
+    k.push(b'm');
+    k.extend_from_slice(key);
+    k
+}
+
+impl LogStore for RocksStore {
+    fn append(&self, appends: &[Append], durable: bool) -> Result<()> {
+        let mut wb = WriteBatch::default();
+        let (log, index, producers, meta) = (
+            self.cf(CF_LOG),
+            self.cf(CF_INDEX),
+            self.cf(CF_PRODUCERS),
+            self.cf(CF_META),
+        );
+        for a in appends {
+            let key = batch_key(a.partition, a.meta.base_offset);
+            wb.put_cf(log, key, &a.batch);
+            wb.put_cf(index, key, encode_meta(&a.meta));
+            if let Some((pid, state)) = &a.producer {
+                wb.put_cf(producers, producer_key(a.partition, *pid), state);
+            }
+            if let Some((epoch, start)) = a.epoch_start {
+                wb.put_cf(meta, epoch_key(a.partition, epoch), start.to_be_bytes());
+            }
+        }
+        self.write(wb, durable)
+    }
+
+    fn read(
+        &self,
+        partition: PartitionId,
+        from_offset: i64,
+        max_bytes: usize,
+    ) -> Result<Vec<Bytes>> {
+        // The index says which batch holds from_offset; the log is then read forward from it.
+        let mut first = None;
+        self.scan_batches(partition, from_offset, &mut |m| {
+            first = Some(m.base_offset);
+            false
+        })?;
+        let Some(first) = first else {
+            return Ok(Vec::new());
+        };
+        let mut it = self
+            .db
+            .raw_iterator_cf_opt(self.cf(CF_LOG), Self::partition_bounds(partition));
+        it.seek(batch_key(partition, first));
+        let mut out = Vec::new();
+        let mut total = 0usize;
+        while it.valid() {
+            let Some(value) = it.value() else { break };
+            if !out.is_empty() && total + value.len() > max_bytes {
+                break;
+            }
+            total += value.len();
+            out.push(Bytes::copy_from_slice(value));
+            if total >= max_bytes {
+                break;
+            }
+            it.next();
+        }
+        it.status().map_err(storage_err)?;
+        Ok(out)
+    }
+
+    fn scan_batches(
+        &self,
+        partition: PartitionId,
+        from_offset: i64,
+        f: &mut dyn FnMut(&BatchMeta) -> bool,
+    ) -> Result<()> {
+        let mut it = self
+            .db
+            .raw_iterator_cf_opt(self.cf(CF_INDEX), Self::partition_bounds(partition));
+        it.seek_for_prev(batch_key(partition, from_offset));
+        if !it.valid() {
+            it.seek(batch_key(partition, from_offset));
+        }
+        while it.valid() {
+            let (Some(key), Some(value)) = (it.key(), it.value()) else {
+                break;
+            };
+            let base = key_offset(key).unwrap_or(0);
+            let meta = decode_meta(base, value).ok_or_else(|| {
+                Error::Storage(format!("index entry {partition}/{base} is malformed"))
+            })?;
+            if meta.last_offset >= from_offset && !f(&meta) {
+                break;
+            }
+            it.next();
+        }
+        it.status().map_err(storage_err)
+    }
+
+    fn last_batch(&self, partition: PartitionId) -> Result<Option<BatchMeta>> {
+        let mut it = self
+            .db
+            .raw_iterator_cf_opt(self.cf(CF_INDEX), Self::partition_bounds(partition));
+        it.seek_to_last();
+        it.status().map_err(storage_err)?;
+        match (it.key(), it.value()) {
+            (Some(k), Some(v)) => {
+                let base = key_offset(k).unwrap_or(0);
+                Ok(Some(decode_meta(base, v).ok_or_else(|| {
+                    Error::Storage(format!("index entry {partition}/{base} is malformed"))
+                })?))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn truncate_prefix(&self, partition: PartitionId, log_start: i64) -> Result<()> {
+        // Keep the batch that contains log_start: find its base offset.
+        let mut keep_from = log_start;
+        self.scan_batches(partition, log_start, &mut |m| {
+            keep_from = m.base_offset.min(log_start);
+            false
+        })?;
+        let mut wb = WriteBatch::default();
+        let (from, to) = (batch_key(partition, 0), batch_key(partition, keep_from));
+        wb.delete_range_cf(self.cf(CF_LOG), from, to);
+        wb.delete_range_cf(self.cf(CF_INDEX), from, to);
+        wb.put_cf(
+            self.cf(CF_META),
+            start_key(partition),
+            log_start.to_be_bytes(),
+        );
+        self.write(wb, false)
+    }
+
+    fn log_start(&self, partition: PartitionId) -> Result<Option<i64>> {
+        let v = self
+            .db
+            .get_cf(self.cf(CF_META), start_key(partition))
+            .map_err(storage_err)?;
+        Ok(v.and_then(|v| Some(i64::from_be_bytes(v.as_slice().try_into().ok()?))))
+    }
+
+    fn delete_partition(&self, partition: PartitionId) -> Result<()> {
+        let mut wb = WriteBatch::default();
+        let from = batch_key(partition, 0);
+        let to = (partition as u64 + 1).to_be_bytes()[4..].to_vec();
+        wb.delete_range_cf(self.cf(CF_LOG), &from[..], &to[..]);
+        wb.delete_range_cf(self.cf(CF_INDEX), &from[..], &to[..]);
+        wb.delete_range_cf(self.cf(CF_PRODUCERS), &from[..], &to[..]);
+        wb.delete_range_cf(
+            self.cf(CF_META),
+            epoch_key(partition, 0),
+            epoch_key(partition + 1, 0),
+        );
+        wb.delete_cf(self.cf(CF_META), start_key(partition));
+        self.write(wb, true)
+    }
+
+    fn producer_states(&self, partition: PartitionId) -> Result<Vec<(i64, Bytes)>> {
+        let mut it = self
+            .db
+            .raw_iterator_cf_opt(self.cf(CF_PRODUCERS), Self::partition_bounds(partition));
+        it.seek_to_first();
+        let mut out = Vec::new();
+        while it.valid() {
+            if let (Some(k), Some(v)) = (it.key(), it.value()) {
+                out.push((key_offset(k).unwrap_or(0), Bytes::copy_from_slice(v)));
+            }
+            it.next();
+        }
+        it.status().map_err(storage_err)?;
+        Ok(out)
+    }
+
+    fn epochs(&self, partition: PartitionId) -> Result<Vec<(i32, i64)>> {
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_lower_bound(epoch_key(partition, 0).to_vec());
+        ro.set_iterate_upper_bound(epoch_key(partition + 1, 0).to_vec());
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_META), ro);
+        it.seek_to_first();
+        let mut out = Vec::new();
+        while it.valid() {
+            if let (Some(k), Some(v)) = (it.key(), it.value()) {
+                let epoch = u32::from_be_bytes(k[5..9].try_into().unwrap_or_default()) as i32;
+                let start = i64::from_be_bytes(v.try_into().unwrap_or_default());
+                out.push((epoch, start));
+            }
+            it.next();
+        }
+        it.status().map_err(storage_err)?;
+        Ok(out)
+    }
+}
+
+impl MetaStore for RocksStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.db
+            .get_cf(self.cf(CF_META), meta_key(key))
+            .map_err(storage_err)
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut wb = WriteBatch::default();
+        wb.put_cf(self.cf(CF_META), meta_key(key), value);
+        self.write(wb, true)
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        let mut wb = WriteBatch::default();
+        wb.delete_cf(self.cf(CF_META), meta_key(key));
+        self.write(wb, true)
+    }
+
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let start = meta_key(prefix);
+        let mut it = self.db.raw_iterator_cf(self.cf(CF_META));
+        it.seek(&start);
+        let mut out = Vec::new();
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            if !k.starts_with(&start) {
+                break;
+            }
+            out.push((k[1..].to_vec(), v.to_vec()));
+            it.next();
+        }
+        it.status().map_err(storage_err)?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rocks_store_keeps_the_contract() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = RocksStore::open(dir.path()).unwrap();
+        super::super::conformance::log_store_contract(&s);
+        super::super::conformance::meta_store_contract(&s);
+    }
+
+    #[test]
+    fn appends_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = RocksStore::open(dir.path()).unwrap();
+            let a = Append {
+                partition: 3,
+                meta: BatchMeta {
+                    base_offset: 0,
+                    last_offset: 0,
+                    max_timestamp: 1,
+                    size: 4,
+                },
+                batch: Bytes::from_static(b"abcd"),
+                producer: None,
+                epoch_start: Some((0, 0)),
+            };
+            s.append(&[a], false).unwrap();
+            s.put(b"k", b"v").unwrap();
+        }
+        let s = RocksStore::open(dir.path()).unwrap();
+        assert_eq!(s.last_batch(3).unwrap().unwrap().size, 4);
+        assert_eq!(s.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+        assert_eq!(s.epochs(3).unwrap(), vec![(0, 0)]);
+    }
+}

@@ -1,0 +1,502 @@
+//! The topic catalog: topics, their stable UUIDs, partitions and config overrides, persisted
+//! in the metadata store and held in memory as immutable snapshots (`Arc<Topic>`), replaced
+//! whole on every change so readers never lock more than the map.
+//!
+//! On one node this broker is the leader of every partition; the replicated cluster will move
+//! the authority for this state to the controller quorum.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::log::PartitionLog;
+use crate::storage::{LogStore, MetaStore, PartitionId};
+use crate::topic_config::{self, Effective};
+
+const TOPIC_PREFIX: &[u8] = b"topic/";
+const NEXT_PARTITION_KEY: &[u8] = b"next_partition_id";
+
+pub struct Partition {
+    pub index: i32,
+    pub leader_epoch: i32,
+    pub log: PartitionLog,
+}
+
+pub struct Topic {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: Vec<Arc<Partition>>,
+    pub overrides: BTreeMap<String, String>,
+    pub effective: Effective,
+}
+
+impl Topic {
+    pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.partitions.get(i))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredPartition {
+    storage_id: PartitionId,
+    leader_epoch: i32,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredTopic {
+    id: Uuid,
+    partitions: Vec<StoredPartition>,
+    configs: BTreeMap<String, String>,
+}
+
+/// A topic to create, already defaulted (`-1`s replaced by broker settings).
+pub struct NewTopic<'a> {
+    pub name: &'a str,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub configs: BTreeMap<String, String>,
+}
+
+pub struct Catalog {
+    config: Arc<Config>,
+    meta: Arc<dyn MetaStore>,
+    logs: Arc<dyn LogStore>,
+    topics: RwLock<HashMap<String, Arc<Topic>>>,
+    /// Serialises catalog changes (create, delete, alter) so each is one consistent step.
+    changes: tokio::sync::Mutex<()>,
+}
+
+/// Kafka's rule: 1..=249 characters of `[a-zA-Z0-9._-]`, and not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::InvalidTopic("topic name is empty".into()));
+    }
+    if name == "." || name == ".." {
+        return Err(Error::InvalidTopic(format!(
+            "topic name cannot be '{name}'"
+        )));
+    }
+    if name.len() > 249 {
+        return Err(Error::InvalidTopic(format!(
+            "topic name is {} characters; at most 249 are allowed",
+            name.len()
+        )));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(Error::InvalidTopic(format!(
+            "topic name '{name}' contains '{c}'; only ASCII letters, digits, '.', '_' and '-' are allowed"
+        )));
+    }
+    Ok(())
+}
+
+impl Catalog {
+    /// Loads every topic and opens its partitions' logs (blocking; at start-up).
+    pub fn open(
+        config: Arc<Config>,
+        meta: Arc<dyn MetaStore>,
+        logs: Arc<dyn LogStore>,
+    ) -> Result<Catalog> {
+        let mut topics = HashMap::new();
+        for (key, value) in meta.scan_prefix(TOPIC_PREFIX)? {
+            let name = String::from_utf8_lossy(&key[TOPIC_PREFIX.len()..]).into_owned();
+            let stored: StoredTopic = serde_json::from_slice(&value)
+                .map_err(|e| Error::Storage(format!("topic record {name} is malformed: {e}")))?;
+            let topic = Self::materialize(&config, &logs, &name, &stored)?;
+            topics.insert(name, Arc::new(topic));
+        }
+        Ok(Catalog {
+            config,
+            meta,
+            logs,
+            topics: RwLock::new(topics),
+            changes: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    fn materialize(
+        config: &Config,
+        logs: &Arc<dyn LogStore>,
+        name: &str,
+        stored: &StoredTopic,
+    ) -> Result<Topic> {
+        let partitions = stored
+            .partitions
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                Ok(Arc::new(Partition {
+                    index: i as i32,
+                    leader_epoch: p.leader_epoch,
+                    log: PartitionLog::open(p.storage_id, logs.clone(), p.leader_epoch)?,
+                }))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Topic {
+            name: name.to_string(),
+            id: stored.id,
+            partitions,
+            effective: Effective::resolve(&stored.configs, config),
+            overrides: stored.configs.clone(),
+        })
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
+        self.topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// A partition by topic name and index, or UNKNOWN_TOPIC_OR_PARTITION.
+    pub fn partition(&self, name: &str, index: i32) -> Result<(Arc<Topic>, Arc<Partition>)> {
+        let topic = self.get(name).ok_or(Error::UnknownTopicOrPartition)?;
+        let partition = topic
+            .partition(index)
+            .cloned()
+            .ok_or(Error::UnknownTopicOrPartition)?;
+        Ok((topic, partition))
+    }
+
+    pub fn get_by_id(&self, id: Uuid) -> Option<Arc<Topic>> {
+        self.topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .find(|t| t.id == id)
+            .cloned()
+    }
+
+    /// Every topic, sorted by name.
+    pub fn all(&self) -> Vec<Arc<Topic>> {
+        let mut v: Vec<_> = self
+            .topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    /// Checks a topic creation without making it: the same checks `create` runs.
+    pub fn validate_new(&self, t: &NewTopic<'_>) -> Result<()> {
+        validate_topic_name(t.name)?;
+        if t.partitions < 1 {
+            return Err(Error::InvalidPartitions(format!(
+                "number of partitions must be at least 1, got {}",
+                t.partitions
+            )));
+        }
+        if t.replication_factor < 1 {
+            return Err(Error::InvalidReplicationFactor(format!(
+                "replication factor must be at least 1, got {}",
+                t.replication_factor
+            )));
+        }
+        if t.replication_factor > 1 {
+            return Err(Error::InvalidReplicationFactor(format!(
+                "replication factor {} is larger than the 1 available broker",
+                t.replication_factor
+            )));
+        }
+        for (k, v) in &t.configs {
+            topic_config::validate(k, v)?;
+        }
+        let topics = self.topics.read().unwrap_or_else(|e| e.into_inner());
+        if topics.contains_key(t.name) {
+            return Err(Error::TopicAlreadyExists(format!(
+                "topic '{}' already exists",
+                t.name
+            )));
+        }
+        // '.' and '_' collide in metric names, so Kafka refuses topics that differ only there.
+        let folded = t.name.replace('.', "_");
+        if let Some(other) = topics.keys().find(|n| n.replace('.', "_") == folded) {
+            return Err(Error::InvalidTopic(format!(
+                "topic '{}' collides with existing topic '{other}' ('.' and '_' are treated alike)",
+                t.name
+            )));
+        }
+        Ok(())
+    }
+
+    pub async fn create(&self, t: NewTopic<'_>) -> Result<Arc<Topic>> {
+        let _change = self.changes.lock().await;
+        self.validate_new(&t)?;
+        let first = self.allocate_partition_ids(t.partitions as u32)?;
+        let stored = StoredTopic {
+            id: Uuid::new_v4(),
+            partitions: (0..t.partitions as u32)
+                .map(|i| StoredPartition {
+                    storage_id: first + i,
+                    leader_epoch: 0,
+                })
+                .collect(),
+            configs: t.configs,
+        };
+        self.persist(t.name, &stored)?;
+        let topic = Arc::new(Self::materialize(
+            &self.config,
+            &self.logs,
+            t.name,
+            &stored,
+        )?);
+        self.topics
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(t.name.to_string(), topic.clone());
+        tracing::info!(topic = t.name, partitions = t.partitions, id = %stored.id, "created topic");
+        Ok(topic)
+    }
+
+    pub async fn delete(&self, name: &str) -> Result<Uuid> {
+        if !self.config.delete_topic_enable {
+            return Err(Error::TopicDeletionDisabled);
+        }
+        let _change = self.changes.lock().await;
+        let topic = self.get(name).ok_or(Error::UnknownTopicOrPartition)?;
+        // The record goes first: after a crash the topic is gone and its partitions' data is
+        // unreachable garbage (storage ids are never reused), never a half-deleted topic.
+        self.meta.delete(&topic_key(name))?;
+        self.topics
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        let logs = self.logs.clone();
+        let ids: Vec<PartitionId> = topic.partitions.iter().map(|p| p.log.id).collect();
+        tokio::task::spawn_blocking(move || {
+            for id in ids {
+                if let Err(e) = logs.delete_partition(id) {
+                    tracing::warn!(partition = id, error = %e, "could not remove a deleted topic's data");
+                }
+            }
+        });
+        tracing::info!(topic = name, "deleted topic");
+        Ok(topic.id)
+    }
+
+    /// Grows a topic to `count` partitions (`validate_only`: check without changing).
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<()> {
+        let _change = self.changes.lock().await;
+        let topic = self.get(name).ok_or(Error::UnknownTopicOrPartition)?;
+        let current = topic.partitions.len() as i32;
+        if count < current {
+            return Err(Error::InvalidPartitions(format!(
+                "topic currently has {current} partitions, which is higher than the requested {count}"
+            )));
+        }
+        if count == current {
+            return Err(Error::InvalidPartitions(format!(
+                "topic already has {current} partitions"
+            )));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let first = self.allocate_partition_ids((count - current) as u32)?;
+        let mut stored = self.stored(&topic);
+        for i in 0..(count - current) as u32 {
+            stored.partitions.push(StoredPartition {
+                storage_id: first + i,
+                leader_epoch: 0,
+            });
+        }
+        self.persist(name, &stored)?;
+        let mut partitions = topic.partitions.clone();
+        for (i, p) in stored.partitions.iter().enumerate().skip(current as usize) {
+            partitions.push(Arc::new(Partition {
+                index: i as i32,
+                leader_epoch: p.leader_epoch,
+                log: PartitionLog::open(p.storage_id, self.logs.clone(), p.leader_epoch)?,
+            }));
+        }
+        self.replace(Topic {
+            name: topic.name.clone(),
+            id: topic.id,
+            partitions,
+            overrides: topic.overrides.clone(),
+            effective: topic.effective,
+        });
+        Ok(())
+    }
+
+    /// Replaces a topic's config overrides after validating every entry.
+    pub async fn set_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<()> {
+        let _change = self.changes.lock().await;
+        let topic = self.get(name).ok_or(Error::UnknownTopicOrPartition)?;
+        for (k, v) in &configs {
+            topic_config::validate(k, v)?;
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let mut stored = self.stored(&topic);
+        stored.configs = configs.clone();
+        self.persist(name, &stored)?;
+        self.replace(Topic {
+            name: topic.name.clone(),
+            id: topic.id,
+            partitions: topic.partitions.clone(),
+            effective: Effective::resolve(&configs, &self.config),
+            overrides: configs,
+        });
+        Ok(())
+    }
+
+    fn stored(&self, topic: &Topic) -> StoredTopic {
+        StoredTopic {
+            id: topic.id,
+            partitions: topic
+                .partitions
+                .iter()
+                .map(|p| StoredPartition {
+                    storage_id: p.log.id,
+                    leader_epoch: p.leader_epoch,
+                })
+                .collect(),
+            configs: topic.overrides.clone(),
+        }
+    }
+
+    fn replace(&self, topic: Topic) {
+        self.topics
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(topic.name.clone(), Arc::new(topic));
+    }
+
+    fn persist(&self, name: &str, stored: &StoredTopic) -> Result<()> {
+        let value = serde_json::to_vec(stored)
+            .map_err(|e| Error::Storage(format!("cannot encode topic {name}: {e}")))?;
+        self.meta.put(&topic_key(name), &value)
+    }
+
+    /// Reserves `n` storage ids durably before any is used.
+    fn allocate_partition_ids(&self, n: u32) -> Result<PartitionId> {
+        let next = match self.meta.get(NEXT_PARTITION_KEY)? {
+            Some(v) => u32::from_be_bytes(
+                v.as_slice()
+                    .try_into()
+                    .map_err(|_| Error::Storage("partition id counter is malformed".into()))?,
+            ),
+            None => 0,
+        };
+        let end = next
+            .checked_add(n)
+            .ok_or_else(|| Error::Storage("partition ids exhausted".into()))?;
+        self.meta.put(NEXT_PARTITION_KEY, &end.to_be_bytes())?;
+        Ok(next)
+    }
+}
+
+fn topic_key(name: &str) -> Vec<u8> {
+    let mut k = TOPIC_PREFIX.to_vec();
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::memory::MemoryStore;
+
+    fn catalog(store: &Arc<MemoryStore>) -> Catalog {
+        let config = Arc::new(Config::load(None, Vec::new(), &[]).unwrap());
+        Catalog::open(config, store.clone(), store.clone()).unwrap()
+    }
+
+    fn new(name: &str, partitions: i32) -> NewTopic<'_> {
+        NewTopic {
+            name,
+            partitions,
+            replication_factor: 1,
+            configs: BTreeMap::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn topics_persist_with_stable_ids() {
+        let store = Arc::new(MemoryStore::default());
+        let c = catalog(&store);
+        let t = c.create(new("orders", 3)).await.unwrap();
+        c.create_partitions("orders", 5, false).await.unwrap();
+        let mut cfg = BTreeMap::new();
+        cfg.insert("retention.ms".to_string(), "1000".to_string());
+        c.set_configs("orders", cfg, false).await.unwrap();
+        let c2 = catalog(&store);
+        let t2 = c2.get("orders").unwrap();
+        assert_eq!(t2.id, t.id);
+        assert_eq!(t2.partitions.len(), 5);
+        assert_eq!(t2.effective.retention_ms, 1000);
+        let ids: Vec<_> = t2.partitions.iter().map(|p| p.log.id).collect();
+        assert_eq!(ids, vec![0, 1, 2, 3, 4]);
+        c2.delete("orders").await.unwrap();
+        assert!(catalog(&store).get("orders").is_none());
+        // A recreated topic gets a new id and fresh storage ids.
+        let t3 = c2.create(new("orders", 1)).await.unwrap();
+        assert_ne!(t3.id, t.id);
+        assert_eq!(t3.partitions[0].log.id, 5);
+    }
+
+    #[tokio::test]
+    async fn bad_creations_are_refused() {
+        let store = Arc::new(MemoryStore::default());
+        let c = catalog(&store);
+        assert!(matches!(
+            c.create(new("a b", 1)).await,
+            Err(Error::InvalidTopic(_))
+        ));
+        assert!(matches!(
+            c.create(new("..", 1)).await,
+            Err(Error::InvalidTopic(_))
+        ));
+        assert!(matches!(
+            c.create(new("x", 0)).await,
+            Err(Error::InvalidPartitions(_))
+        ));
+        c.create(new("a.b", 1)).await.unwrap();
+        assert!(matches!(
+            c.create(new("a.b", 1)).await,
+            Err(Error::TopicAlreadyExists(_))
+        ));
+        assert!(matches!(
+            c.create(new("a_b", 1)).await,
+            Err(Error::InvalidTopic(_))
+        ));
+        let mut t = new("rf", 1);
+        t.replication_factor = 3;
+        assert!(matches!(
+            c.create(t).await,
+            Err(Error::InvalidReplicationFactor(_))
+        ));
+        let mut t = new("cfg", 1);
+        t.configs.insert("retention.ms".into(), "x".into());
+        assert!(matches!(c.create(t).await, Err(Error::InvalidConfig(_))));
+        assert!(matches!(
+            c.create_partitions("a.b", 1, false).await,
+            Err(Error::InvalidPartitions(_))
+        ));
+    }
+}

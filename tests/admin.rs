@@ -1,0 +1,361 @@
+//! Topic administration and cluster description against a real broker process.
+
+mod common;
+
+use common::{batch, name, Broker};
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn metadata(
+    c: &mut common::Client,
+    topics: Option<Vec<&str>>,
+    auto_create: bool,
+) -> MetadataResponse {
+    let req = MetadataRequest::default()
+        .with_topics(topics.map(|ts| {
+            ts.into_iter()
+                .map(|t| MetadataRequestTopic::default().with_name(Some(name(t))))
+                .collect()
+        }))
+        .with_allow_auto_topic_creation(auto_create);
+    c.send(ApiKey::Metadata, 12, &req)
+}
+
+#[test]
+fn metadata_lists_and_auto_creates_topics() {
+    let b = Broker::start_with(&["num.partitions=3"]);
+    let mut c = b.client();
+    let m = metadata(&mut c, Some(vec!["auto"]), false);
+    assert_eq!(
+        m.topics[0].error_code,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    let m = metadata(&mut c, Some(vec!["auto"]), true);
+    assert_eq!(m.topics[0].error_code, 0);
+    assert_eq!(m.topics[0].partitions.len(), 3);
+    assert!(!m.topics[0].topic_id.is_nil());
+    assert_eq!(m.controller_id.0, 1);
+    assert!(m.cluster_id.is_some());
+    let p = &m.topics[0].partitions[0];
+    assert_eq!(
+        (p.leader_id.0, p.leader_epoch, p.isr_nodes.len()),
+        (1, 0, 1)
+    );
+    let all = metadata(&mut c, None, false);
+    assert_eq!(all.topics.len(), 1);
+    let none = metadata(&mut c, Some(vec![]), false);
+    assert!(none.topics.is_empty());
+    let bad = metadata(&mut c, Some(vec!["no way"]), true);
+    assert_eq!(
+        bad.topics[0].error_code,
+        ResponseError::InvalidTopicException.code()
+    );
+}
+
+#[test]
+fn create_validate_delete_and_grow_topics() {
+    let b = Broker::start();
+    let mut c = b.client();
+    let validate = CreateTopicsRequest::default()
+        .with_validate_only(true)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name("v"))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)]);
+    let r: CreateTopicsResponse = c.send(ApiKey::CreateTopics, 7, &validate);
+    assert_eq!((r.topics[0].error_code, r.topics[0].num_partitions), (0, 1));
+    assert!(
+        metadata(&mut c, None, false).topics.is_empty(),
+        "validate_only creates nothing"
+    );
+
+    assert_eq!(c.create_topic("g", 2, &[]), 0);
+    assert_eq!(
+        c.create_topic("g", 2, &[]),
+        ResponseError::TopicAlreadyExists.code()
+    );
+    let rf3 = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(name("rf3"))
+        .with_num_partitions(1)
+        .with_replication_factor(3)]);
+    let r: CreateTopicsResponse = c.send(ApiKey::CreateTopics, 7, &rf3);
+    assert_eq!(
+        r.topics[0].error_code,
+        ResponseError::InvalidReplicationFactor.code()
+    );
+
+    let grow = |count| {
+        CreatePartitionsRequest::default().with_topics(vec![CreatePartitionsTopic::default()
+            .with_name(name("g"))
+            .with_count(count)])
+    };
+    let r: CreatePartitionsResponse = c.send(ApiKey::CreatePartitions, 3, &grow(5));
+    assert_eq!(r.results[0].error_code, 0);
+    let r: CreatePartitionsResponse = c.send(ApiKey::CreatePartitions, 3, &grow(3));
+    assert_eq!(
+        r.results[0].error_code,
+        ResponseError::InvalidPartitions.code()
+    );
+    assert_eq!(
+        metadata(&mut c, Some(vec!["g"]), false).topics[0]
+            .partitions
+            .len(),
+        5
+    );
+    assert_eq!(c.produce("g", 4, batch(&["new"]), 1), (0, 0));
+
+    let del = DeleteTopicsRequest::default().with_topic_names(vec![name("g"), name("nope")]);
+    let r: DeleteTopicsResponse = c.send(ApiKey::DeleteTopics, 5, &del);
+    assert_eq!(r.responses[0].error_code, 0);
+    assert_eq!(
+        r.responses[1].error_code,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    assert!(metadata(&mut c, None, false).topics.is_empty());
+    // Recreated under the same name: empty, with a new id.
+    assert_eq!(c.create_topic("g", 1, &[]), 0);
+    assert_eq!(c.fetch("g", 0, 0).1, 0);
+}
+
+#[test]
+fn deletion_can_be_disabled() {
+    let b = Broker::start_with(&["delete.topic.enable=false"]);
+    let mut c = b.client();
+    c.create_topic("keep", 1, &[]);
+    let r: DeleteTopicsResponse = c.send(
+        ApiKey::DeleteTopics,
+        5,
+        &DeleteTopicsRequest::default().with_topic_names(vec![name("keep")]),
+    );
+    assert_eq!(
+        r.responses[0].error_code,
+        ResponseError::TopicDeletionDisabled.code()
+    );
+}
+
+#[test]
+fn configs_describe_with_sources_and_alter_persistently() {
+    let mut b = Broker::start_with(&["log.retention.hours=2"]);
+    let mut c = b.client();
+    c.create_topic("cf", 1, &[("cleanup.policy", "delete")]);
+    let describe = |c: &mut common::Client| -> DescribeConfigsResponse {
+        c.send(
+            ApiKey::DescribeConfigs,
+            4,
+            &DescribeConfigsRequest::default()
+                .with_include_synonyms(true)
+                .with_resources(vec![DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("cf"))]),
+        )
+    };
+    let find = |r: &DescribeConfigsResponse, k: &str| {
+        r.results[0]
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == k)
+            .cloned()
+            .unwrap()
+    };
+    let r = describe(&mut c);
+    assert_eq!(r.results[0].error_code, 0);
+    let ret = find(&r, "retention.ms");
+    assert_eq!(ret.value.as_deref(), Some("7200000"));
+    assert_eq!(
+        ret.config_source, 4,
+        "set in the broker config: STATIC_BROKER_CONFIG"
+    );
+    assert_eq!(
+        find(&r, "cleanup.policy").config_source,
+        1,
+        "topic override: DYNAMIC_TOPIC_CONFIG"
+    );
+    assert_eq!(find(&r, "segment.bytes").config_source, 5, "DEFAULT_CONFIG");
+
+    let alter = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("cf"))
+            .with_configs(vec![
+                AlterableConfig::default()
+                    .with_name(s("retention.ms"))
+                    .with_config_operation(0)
+                    .with_value(Some(s("1000"))),
+                AlterableConfig::default()
+                    .with_name(s("cleanup.policy"))
+                    .with_config_operation(1),
+            ]),
+    ]);
+    let r: IncrementalAlterConfigsResponse = c.send(ApiKey::IncrementalAlterConfigs, 1, &alter);
+    assert_eq!(r.responses[0].error_code, 0);
+    let bad = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("cf"))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(s("max.message.bytes"))
+                .with_config_operation(0)
+                .with_value(Some(s("lots")))]),
+    ]);
+    let r: IncrementalAlterConfigsResponse = c.send(ApiKey::IncrementalAlterConfigs, 1, &bad);
+    assert_eq!(
+        r.responses[0].error_code,
+        ResponseError::InvalidConfig.code()
+    );
+
+    b.stop();
+    b.restart();
+    let mut c = b.client();
+    let r = describe(&mut c);
+    assert_eq!(find(&r, "retention.ms").value.as_deref(), Some("1000"));
+    assert_eq!(find(&r, "retention.ms").config_source, 1);
+    assert_eq!(find(&r, "cleanup.policy").config_source, 5);
+
+    let legacy = AlterConfigsRequest::default().with_resources(vec![
+        alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("cf"))
+            .with_configs(vec![alter_configs_request::AlterableConfig::default()
+                .with_name(s("retention.bytes"))
+                .with_value(Some(s("4096")))]),
+    ]);
+    let r: AlterConfigsResponse = c.send(ApiKey::AlterConfigs, 2, &legacy);
+    assert_eq!(r.responses[0].error_code, 0);
+    let r = describe(&mut c);
+    assert_eq!(find(&r, "retention.bytes").value.as_deref(), Some("4096"));
+    assert_eq!(
+        find(&r, "retention.ms").config_source,
+        4,
+        "AlterConfigs replaces the whole set"
+    );
+
+    let broker_cfg: DescribeConfigsResponse = c.send(
+        ApiKey::DescribeConfigs,
+        4,
+        &DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(s("1"))]),
+    );
+    let r = &broker_cfg.results[0];
+    assert_eq!(r.error_code, 0);
+    assert!(r.configs.iter().all(|c| c.read_only));
+    let unknown: DescribeConfigsResponse = c.send(
+        ApiKey::DescribeConfigs,
+        4,
+        &DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("nope"))]),
+    );
+    assert_eq!(
+        unknown.results[0].error_code,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+}
+
+#[test]
+fn delete_records_moves_the_log_start() {
+    let b = Broker::start();
+    let mut c = b.client();
+    c.create_topic("dr", 1, &[]);
+    for i in 0..4 {
+        c.produce("dr", 0, batch(&[&format!("v{i}")]), 1);
+    }
+    let req = |offset| {
+        DeleteRecordsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(vec![DeleteRecordsTopic::default()
+                .with_name(name("dr"))
+                .with_partitions(vec![DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(offset)])])
+    };
+    let r: DeleteRecordsResponse = c.send(ApiKey::DeleteRecords, 2, &req(2));
+    assert_eq!(
+        (
+            r.topics[0].partitions[0].error_code,
+            r.topics[0].partitions[0].low_watermark
+        ),
+        (0, 2)
+    );
+    assert_eq!(c.list_offset("dr", 0, -2).1, 2);
+    assert_eq!(
+        c.fetch("dr", 0, 1).0,
+        ResponseError::OffsetOutOfRange.code()
+    );
+    assert_eq!(c.fetch("dr", 0, 2).2[0], (2, "v2".to_string()));
+    let r: DeleteRecordsResponse = c.send(ApiKey::DeleteRecords, 2, &req(99));
+    assert_eq!(
+        r.topics[0].partitions[0].error_code,
+        ResponseError::OffsetOutOfRange.code()
+    );
+}
+
+#[test]
+fn cluster_log_dirs_topic_partitions_and_epochs() {
+    let b = Broker::start();
+    let mut c = b.client();
+    c.create_topic("d", 3, &[]);
+    c.produce("d", 1, batch(&["x", "y"]), 1);
+    let r: DescribeClusterResponse = c.send(
+        ApiKey::DescribeCluster,
+        1,
+        &DescribeClusterRequest::default(),
+    );
+    assert_eq!(
+        (r.controller_id.0, r.brokers.len(), r.brokers[0].port),
+        (1, 1, b.addr.port() as i32)
+    );
+
+    let r: DescribeLogDirsResponse = c.send(
+        ApiKey::DescribeLogDirs,
+        4,
+        &DescribeLogDirsRequest::default(),
+    );
+    let parts = &r.results[0].topics[0].partitions;
+    assert!(parts
+        .iter()
+        .any(|p| p.partition_index == 1 && p.partition_size > 0));
+
+    let r: DescribeTopicPartitionsResponse = c.send(
+        ApiKey::DescribeTopicPartitions,
+        0,
+        &DescribeTopicPartitionsRequest::default()
+            .with_response_partition_limit(2)
+            .with_topics(vec![
+                describe_topic_partitions_request::TopicRequest::default().with_name(name("d")),
+            ]),
+    );
+    assert_eq!(r.topics[0].partitions.len(), 2);
+    assert_eq!(r.next_cursor.as_ref().map(|c| c.partition_index), Some(2));
+
+    let r: OffsetForLeaderEpochResponse = c.send(
+        ApiKey::OffsetForLeaderEpoch,
+        2,
+        &OffsetForLeaderEpochRequest::default().with_topics(vec![OffsetForLeaderTopic::default()
+            .with_topic(name("d"))
+            .with_partitions(vec![OffsetForLeaderPartition::default()
+                .with_partition(1)
+                .with_current_leader_epoch(-1)
+                .with_leader_epoch(0)])]),
+    );
+    let p = &r.topics[0].partitions[0];
+    assert_eq!((p.error_code, p.leader_epoch, p.end_offset), (0, 0, 2));
+}

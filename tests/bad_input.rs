@@ -1,0 +1,200 @@
+//! Bad input: each case gets the right Kafka error or closes only its own connection, and
+//! the broker keeps serving everyone else with nothing half-written.
+
+mod common;
+
+use bytes::BytesMut;
+use common::{batch, Broker, Client};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
+};
+use kafka_protocol::ResponseError;
+
+/// The broker still answers a well-formed request on a fresh connection.
+fn still_serving(b: &Broker) {
+    let mut c = b.client();
+    let r: ApiVersionsResponse = c.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    assert_eq!(r.error_code, 0);
+}
+
+fn closes(b: &Broker, bytes: &[u8]) {
+    let mut c = b.client();
+    // A bystander connection opened before the bad input must survive it.
+    let mut bystander = b.client();
+    c.send_raw(bytes);
+    assert!(
+        c.is_closed(),
+        "connection should be closed after {:?}",
+        &bytes[..bytes.len().min(16)]
+    );
+    let r: MetadataResponse = bystander.send(ApiKey::Metadata, 12, &MetadataRequest::default());
+    assert_eq!(r.brokers.len(), 1);
+    still_serving(b);
+}
+
+#[test]
+fn garbage_and_bad_lengths_close_only_that_connection() {
+    let b = Broker::start();
+    closes(&b, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    closes(&b, &(-1i32).to_be_bytes());
+    closes(&b, &i32::MAX.to_be_bytes());
+    closes(&b, &(2i32 * 1024 * 1024 * 1023).to_be_bytes());
+    // A short header.
+    closes(&b, &[0, 0, 0, 3, 0, 18, 0]);
+}
+
+#[test]
+fn truncated_frame_then_hangup_loses_nothing() {
+    let b = Broker::start();
+    let mut c = b.client();
+    c.create_topic("trunc", 1, &[]);
+    let mut p = b.client();
+    let frame = p.frame(
+        ApiKey::Produce,
+        9,
+        &Client::produce_request("trunc", 0, batch(&["x"]), 1),
+    );
+    p.send_raw(&frame[..frame.len() - 5]);
+    drop(p);
+    let (_, hw, recs) = c.fetch("trunc", 0, 0);
+    assert_eq!(
+        (hw, recs.len()),
+        (0, 0),
+        "a truncated produce writes nothing"
+    );
+    still_serving(&b);
+}
+
+#[test]
+fn unknown_api_key_and_unsupported_version_close_the_connection() {
+    let b = Broker::start();
+    // api key 999
+    let mut f = BytesMut::new();
+    f.extend_from_slice(&10i32.to_be_bytes());
+    f.extend_from_slice(&999i16.to_be_bytes());
+    f.extend_from_slice(&0i16.to_be_bytes());
+    f.extend_from_slice(&1i32.to_be_bytes());
+    f.extend_from_slice(&(-1i16).to_be_bytes());
+    closes(&b, &f);
+    // A known API we do not serve (JoinGroup belongs to a later issue), and Metadata v99.
+    let mut c = b.client();
+    let frame = c.frame(ApiKey::Metadata, 12, &MetadataRequest::default());
+    let mut v99 = frame.to_vec();
+    v99[6..8].copy_from_slice(&99i16.to_be_bytes());
+    closes(&b, &v99);
+    let mut sasl = frame.to_vec();
+    sasl[4..6].copy_from_slice(&(ApiKey::SaslHandshake as i16).to_be_bytes());
+    sasl[6..8].copy_from_slice(&1i16.to_be_bytes());
+    closes(&b, &sasl);
+    // Produce v2 is advertised (for old librdkafka) but not decodable: the connection closes.
+    let mut v2 = c
+        .frame(
+            ApiKey::Produce,
+            3,
+            &Client::produce_request("x", 0, batch(&["x"]), 1),
+        )
+        .to_vec();
+    v2[6..8].copy_from_slice(&2i16.to_be_bytes());
+    closes(&b, &v2);
+}
+
+#[test]
+fn too_new_api_versions_gets_a_v0_answer_with_error_35() {
+    let b = Broker::start();
+    let mut c = b.client();
+    let frame = c.frame(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let mut v9 = frame.to_vec();
+    v9[6..8].copy_from_slice(&9i16.to_be_bytes());
+    c.send_raw(&v9);
+    let mut body = c.read_frame().unwrap();
+    let _ =
+        <kafka_protocol::messages::ResponseHeader as kafka_protocol::protocol::Decodable>::decode(
+            &mut body, 0,
+        );
+    let r =
+        <ApiVersionsResponse as kafka_protocol::protocol::Decodable>::decode(&mut body, 0).unwrap();
+    assert_eq!(r.error_code, ResponseError::UnsupportedVersion.code());
+    assert!(r
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == ApiKey::ApiVersions as i16 && k.max_version == 4));
+    // The connection stays usable: the client retries with a version we know.
+    let r: ApiVersionsResponse = c.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    assert_eq!(r.error_code, 0);
+}
+
+#[test]
+fn corrupt_batches_get_kafka_errors_and_store_nothing() {
+    let b = Broker::start_with(&["message.max.bytes=2000"]);
+    let mut c = b.client();
+    c.create_topic("bad", 1, &[]);
+    let good = batch(&["ok"]);
+
+    let mut bad_crc = good.to_vec();
+    let n = bad_crc.len();
+    bad_crc[n - 1] ^= 0x55;
+    assert_eq!(
+        c.produce("bad", 0, bad_crc.into(), 1).0,
+        ResponseError::CorruptMessage.code()
+    );
+
+    let mut bad_count = good.to_vec();
+    bad_count[57..61].copy_from_slice(&7i32.to_be_bytes());
+    let crc = crc32c::crc32c(&bad_count[21..]);
+    bad_count[17..21].copy_from_slice(&crc.to_be_bytes());
+    assert_eq!(
+        c.produce("bad", 0, bad_count.into(), 1).0,
+        ResponseError::InvalidRecord.code()
+    );
+
+    let truncated = good.slice(..good.len() - 3);
+    assert_eq!(
+        c.produce("bad", 0, truncated, 1).0,
+        ResponseError::CorruptMessage.code()
+    );
+
+    let big = "x".repeat(3000);
+    assert_eq!(
+        c.produce("bad", 0, batch(&[&big]), 1).0,
+        ResponseError::MessageTooLarge.code()
+    );
+    assert_eq!(
+        c.produce("missing", 0, good.clone(), 1).0,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    assert_eq!(
+        c.produce("bad", 7, good.clone(), 1).0,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    assert_eq!(
+        c.produce("bad", 0, good.clone(), 5).0,
+        ResponseError::InvalidRequest.code()
+    );
+
+    let (_, hw, recs) = c.fetch("bad", 0, 0);
+    assert_eq!(
+        (hw, recs.len()),
+        (0, 0),
+        "nothing from a rejected batch is stored"
+    );
+    assert_eq!(c.produce("bad", 0, good, 1), (0, 0));
+}
+
+#[test]
+fn invalid_topic_configs_are_refused_with_invalid_config() {
+    let b = Broker::start();
+    let mut c = b.client();
+    assert_eq!(
+        c.create_topic("cfg", 1, &[("retention.ms", "soon")]),
+        ResponseError::InvalidConfig.code()
+    );
+    assert_eq!(
+        c.create_topic("cfg", 1, &[("no.such.config", "1")]),
+        ResponseError::InvalidConfig.code()
+    );
+    assert_eq!(
+        c.create_topic("bad name!", 1, &[]),
+        ResponseError::InvalidTopicException.code()
+    );
+    assert_eq!(c.create_topic("cfg", 1, &[]), 0);
+}

@@ -1,0 +1,399 @@
+//! Test support: starts the real `cairn` binary on a free port with its own data dir, and a
+//! small blocking Kafka client built on kafka-protocol to talk to it.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+/// A running broker process; killed when dropped.
+pub struct Broker {
+    pub child: Option<Child>,
+    pub addr: SocketAddr,
+    pub dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    extra: Vec<String>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Broker {
+    pub fn start() -> Broker {
+        Self::start_with(&[])
+    }
+
+    pub fn start_with(overrides: &[&str]) -> Broker {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let mut b = Broker {
+            child: None,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            dir,
+            _tmp: Some(tmp),
+            extra: overrides.iter().map(|s| s.to_string()).collect(),
+        };
+        b.spawn(free_port());
+        b
+    }
+
+    fn spawn(&mut self, port: u16) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
+        cmd.arg("--override")
+            .arg(format!("listeners=PLAINTEXT://127.0.0.1:{port}"))
+            .arg("--override")
+            .arg(format!("log.dirs={}", self.dir.display()))
+            .arg("--override")
+            .arg("metrics.listener=none");
+        for o in &self.extra {
+            cmd.arg("--override").arg(o);
+        }
+        cmd.env("CAIRN_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        let child = cmd.spawn().expect("start cairn");
+        self.child = Some(child);
+        self.addr = format!("127.0.0.1:{port}").parse().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(self.addr).is_err() {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("cairn exited during start-up: {status}");
+            }
+            assert!(Instant::now() < deadline, "cairn did not start listening");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops with SIGTERM and waits; returns the exit status code.
+    pub fn stop(&mut self) -> Option<i32> {
+        let mut child = self.child.take()?;
+        signal(&child, "TERM");
+        let status = child.wait().unwrap();
+        status.code()
+    }
+
+    /// kill -9, as a crash.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    /// Starts again on the same port and data dir.
+    pub fn restart(&mut self) {
+        let port = self.addr.port();
+        self.spawn(port);
+    }
+
+    pub fn client(&self) -> Client {
+        Client::connect(self.addr)
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+}
+
+pub fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(child.id().to_string())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{sig} failed");
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A blocking Kafka client that sends one request at a time.
+pub struct Client {
+    pub stream: TcpStream,
+    correlation: i32,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        Client {
+            stream,
+            correlation: 0,
+        }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    /// Encodes a request frame.
+    pub fn frame<Req: Encodable>(&mut self, api: ApiKey, version: i16, req: &Req) -> Bytes {
+        self.correlation += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation)
+            .with_client_id(Some(StrBytes::from_static_str("cairn-tests")));
+        let mut body = BytesMut::new();
+        header
+            .encode(&mut body, api.request_header_version(version))
+            .unwrap();
+        req.encode(&mut body, version).unwrap();
+        let mut out = BytesMut::new();
+        out.put_i32(body.len() as i32);
+        out.extend_from_slice(&body);
+        out.freeze()
+    }
+
+    pub fn send<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        req: &Req,
+    ) -> Resp {
+        let frame = self.frame(api, version, req);
+        self.send_raw(&frame);
+        let correlation = self.correlation;
+        let mut body = self.read_frame().expect("response");
+        let header =
+            ResponseHeader::decode(&mut body, api.response_header_version(version)).unwrap();
+        assert_eq!(
+            header.correlation_id, correlation,
+            "responses come in request order"
+        );
+        Resp::decode(&mut body, version).unwrap()
+    }
+
+    /// Sends without waiting for a response (acks=0, pipelining).
+    pub fn send_only<Req: Encodable>(&mut self, api: ApiKey, version: i16, req: &Req) -> i32 {
+        let frame = self.frame(api, version, req);
+        self.send_raw(&frame);
+        self.correlation
+    }
+
+    pub fn read_frame(&mut self) -> Option<Bytes> {
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len).ok()?;
+        let mut buf = vec![0u8; i32::from_be_bytes(len) as usize];
+        self.stream.read_exact(&mut buf).ok()?;
+        Some(Bytes::from(buf))
+    }
+
+    /// True when the broker has closed this connection.
+    pub fn is_closed(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.stream.read(&mut b), Ok(0) | Err(_))
+    }
+}
+
+/// A valid v2 batch of `values` (keys "k<i>"), built by kafka-protocol's encoder.
+pub fn batch(values: &[&str]) -> Bytes {
+    batch_with(values, -1, -1, -1, 1_700_000_000_000)
+}
+
+pub fn batch_with(
+    values: &[&str],
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    timestamp: i64,
+) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id,
+            producer_epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: if base_sequence < 0 {
+                -1
+            } else {
+                base_sequence + i as i32
+            },
+            timestamp: timestamp + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(v.to_string())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+/// Decodes every record in fetched bytes: (offset, value).
+pub fn records(mut bytes: Bytes) -> Vec<(i64, String)> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let set = RecordBatchDecoder::decode(&mut bytes).unwrap();
+        for r in set.records {
+            out.push((
+                r.offset,
+                String::from_utf8(r.value.unwrap_or_default().to_vec()).unwrap(),
+            ));
+        }
+    }
+    out
+}
+
+pub fn data_dir_exists(p: &Path) -> bool {
+    p.join("CURRENT").exists()
+}
+
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    BrokerId, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
+    ListOffsetsRequest, ListOffsetsResponse, ProduceRequest, ProduceResponse, TopicName,
+};
+
+pub fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+impl Client {
+    pub fn create_topic(&mut self, topic: &str, partitions: i32, configs: &[(&str, &str)]) -> i16 {
+        let req = CreateTopicsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(name(topic))
+                .with_num_partitions(partitions)
+                .with_replication_factor(1)
+                .with_configs(
+                    configs
+                        .iter()
+                        .map(|(k, v)| {
+                            CreatableTopicConfig::default()
+                                .with_name(StrBytes::from_string(k.to_string()))
+                                .with_value(Some(StrBytes::from_string(v.to_string())))
+                        })
+                        .collect(),
+                )]);
+        let resp: CreateTopicsResponse = self.send(ApiKey::CreateTopics, 7, &req);
+        resp.topics[0].error_code
+    }
+
+    pub fn produce_request(
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+        acks: i16,
+    ) -> ProduceRequest {
+        ProduceRequest::default()
+            .with_acks(acks)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name(topic))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(records))])])
+    }
+
+    /// Produces one batch; returns (error code, base offset).
+    pub fn produce(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+        acks: i16,
+    ) -> (i16, i64) {
+        let resp: ProduceResponse = self.send(
+            ApiKey::Produce,
+            9,
+            &Self::produce_request(topic, partition, records, acks),
+        );
+        let p = &resp.responses[0].partition_responses[0];
+        (p.error_code, p.base_offset)
+    }
+
+    pub fn fetch_request(
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_wait_ms: i32,
+        min_bytes: i32,
+    ) -> FetchRequest {
+        FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(max_wait_ms)
+            .with_min_bytes(min_bytes)
+            .with_max_bytes(50 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(name(topic))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(partition)
+                    .with_fetch_offset(offset)
+                    .with_current_leader_epoch(-1)
+                    .with_last_fetched_epoch(-1)
+                    .with_partition_max_bytes(1 << 20)])])
+    }
+
+    /// Fetches from an offset: (error code, high watermark, records as (offset, value)).
+    pub fn fetch(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+    ) -> (i16, i64, Vec<(i64, String)>) {
+        let resp: FetchResponse = self.send(
+            ApiKey::Fetch,
+            12,
+            &Self::fetch_request(topic, partition, offset, 0, 0),
+        );
+        let p = &resp.responses[0].partitions[0];
+        let recs = p.records.clone().expect("records are never null");
+        (p.error_code, p.high_watermark, records(recs))
+    }
+
+    /// ListOffsets for one partition: (error, offset, timestamp).
+    pub fn list_offset(&mut self, topic: &str, partition: i32, timestamp: i64) -> (i16, i64, i64) {
+        let req = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name(topic))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(partition)
+                    .with_current_leader_epoch(-1)
+                    .with_timestamp(timestamp)])]);
+        let resp: ListOffsetsResponse = self.send(ApiKey::ListOffsets, 8, &req);
+        let p = &resp.topics[0].partitions[0];
+        (p.error_code, p.offset, p.timestamp)
+    }
+}

@@ -1,0 +1,186 @@
+//! Start-up, configuration errors, graceful shutdown, restart and crash recovery of the
+//! real binary.
+
+mod common;
+
+use std::process::Command;
+
+use common::{batch, batch_with, Broker};
+use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse};
+
+#[test]
+fn bad_config_values_stop_start_up_with_the_key_named() {
+    for (args, expect) in [
+        (vec!["--override", "num.partitions=many"], "num.partitions"),
+        (
+            vec!["--override", "listeners=PLAINTEXT://127.0.0.1:70000"],
+            "listeners",
+        ),
+        (
+            vec!["--override", "auto.create.topics.enable=maybe"],
+            "auto.create.topics.enable",
+        ),
+        (
+            vec!["/definitely/not/here.properties"],
+            "cannot read config file",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expect), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn environment_and_properties_file_configure_the_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let props = dir.path().join("server.properties");
+    std::fs::write(
+        &props,
+        format!("listeners=PLAINTEXT://127.0.0.1:{port}\nnum.partitions=1\nsome.unknown.key=1\n"),
+    )
+    .unwrap();
+    let data = dir.path().join("envdata");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .arg(&props)
+        .arg("--override")
+        .arg("metrics.listener=none")
+        .env("KAFKA_LOG_DIRS", &data)
+        .env("KAFKA_NUM_PARTITIONS", "4")
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut c = common::Client::connect(addr);
+    let m: kafka_protocol::messages::MetadataResponse = c.send(
+        ApiKey::Metadata,
+        12,
+        &kafka_protocol::messages::MetadataRequest::default()
+            .with_topics(Some(vec![
+                kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+                    .with_name(Some(common::name("e"))),
+            ]))
+            .with_allow_auto_topic_creation(true),
+    );
+    assert_eq!(
+        m.topics[0].partitions.len(),
+        4,
+        "KAFKA_NUM_PARTITIONS beats the file"
+    );
+    assert!(
+        common::data_dir_exists(&data),
+        "KAFKA_LOG_DIRS is where data goes"
+    );
+    common::signal(&child, "TERM");
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn sigterm_exits_zero_and_data_survives_restart() {
+    let mut b = Broker::start();
+    let mut c = b.client();
+    c.create_topic("keep", 2, &[]);
+    c.produce("keep", 1, batch(&["a", "b", "c"]), -1);
+    let id_before = {
+        let m: kafka_protocol::messages::MetadataResponse = c.send(
+            ApiKey::Metadata,
+            12,
+            &kafka_protocol::messages::MetadataRequest::default(),
+        );
+        m.topics[0].topic_id
+    };
+    assert_eq!(b.stop(), Some(0));
+    b.restart();
+    let mut c = b.client();
+    let m: kafka_protocol::messages::MetadataResponse = c.send(
+        ApiKey::Metadata,
+        12,
+        &kafka_protocol::messages::MetadataRequest::default(),
+    );
+    assert_eq!(m.topics[0].topic_id, id_before, "topic ids are stable");
+    let (_, hw, recs) = c.fetch("keep", 1, 0);
+    assert_eq!((hw, recs.len()), (3, 3));
+    assert_eq!(
+        c.produce("keep", 1, batch(&["d"]), 1),
+        (0, 3),
+        "offsets continue"
+    );
+}
+
+#[test]
+fn kill_9_loses_nothing_acknowledged() {
+    let mut b = Broker::start();
+    let mut c = b.client();
+    c.create_topic("crash", 1, &[]);
+    let r: InitProducerIdResponse =
+        c.send(ApiKey::InitProducerId, 4, &InitProducerIdRequest::default());
+    let pid = r.producer_id.0;
+    let mut acked = 0;
+    for i in 0..50 {
+        let acks = if i % 2 == 0 { 1 } else { -1 };
+        let (err, base) = c.produce(
+            "crash",
+            0,
+            batch_with(&[&format!("m{i}")], pid, 0, i, 1),
+            acks,
+        );
+        assert_eq!((err, base), (0, i as i64));
+        acked += 1;
+    }
+    b.kill9();
+    b.restart();
+    let mut c = b.client();
+    let (_, hw, recs) = c.fetch("crash", 0, 0);
+    assert_eq!(hw, acked);
+    for (i, (offset, value)) in recs.iter().enumerate() {
+        assert_eq!(
+            (*offset, value.as_str()),
+            (i as i64, format!("m{i}").as_str())
+        );
+    }
+    // The producer's state came back with the log: a retry of the last batch is a duplicate,
+    // and producer ids are never handed out twice.
+    let last = batch_with(&["m49"], pid, 0, 49, 1);
+    assert_eq!(c.produce("crash", 0, last, -1), (0, 49));
+    let r: InitProducerIdResponse =
+        c.send(ApiKey::InitProducerId, 4, &InitProducerIdRequest::default());
+    assert!(r.producer_id.0 > pid);
+}
+
+#[test]
+fn retention_by_size_runs_in_the_background() {
+    let b = Broker::start_with(&["log.retention.check.interval.ms=100"]);
+    let mut c = b.client();
+    c.create_topic("ret", 1, &[("retention.bytes", "1")]);
+    for i in 0..5 {
+        c.produce("ret", 0, batch(&[&format!("v{i}")]), 1);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let start = c.list_offset("ret", 0, -2).1;
+        if start == 4 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "retention never moved the log start to the last batch (at {start})"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // Like Kafka, which never deletes the active segment, the newest batch stays.
+    assert_eq!(c.list_offset("ret", 0, -1).1, 5);
+    assert_eq!(c.produce("ret", 0, batch(&["after"]), 1), (0, 5));
+}
