@@ -327,7 +327,7 @@ fn cluster_log_dirs_topic_partitions_and_epochs() {
     let r: DescribeLogDirsResponse = c.send(
         ApiKey::DescribeLogDirs,
         4,
-        &DescribeLogDirsRequest::default(),
+        &DescribeLogDirsRequest::default().with_topics(None),
     );
     let parts = &r.results[0].topics[0].partitions;
     assert!(parts

@@ -98,7 +98,7 @@ fn sigterm_exits_zero_and_data_survives_restart() {
         let m: kafka_protocol::messages::MetadataResponse = c.send(
             ApiKey::Metadata,
             12,
-            &kafka_protocol::messages::MetadataRequest::default(),
+            &kafka_protocol::messages::MetadataRequest::default().with_topics(None),
         );
         m.topics[0].topic_id
     };
@@ -108,7 +108,7 @@ fn sigterm_exits_zero_and_data_survives_restart() {
     let m: kafka_protocol::messages::MetadataResponse = c.send(
         ApiKey::Metadata,
         12,
-        &kafka_protocol::messages::MetadataRequest::default(),
+        &kafka_protocol::messages::MetadataRequest::default().with_topics(None),
     );
     assert_eq!(m.topics[0].topic_id, id_before, "topic ids are stable");
     let (_, hw, recs) = c.fetch("keep", 1, 0);

@@ -180,7 +180,8 @@ pub async fn describe(
             let base = DescribeConfigsResult::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
-            let only = r.configuration_keys.as_deref();
+            // Null asks for every config; so does an empty list (clients send either).
+            let only = r.configuration_keys.as_deref().filter(|k| !k.is_empty());
             let found = match r.resource_type {
                 RESOURCE_TOPIC => broker
                     .catalog

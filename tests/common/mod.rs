@@ -209,7 +209,11 @@ impl Client {
 
 /// A valid v2 batch of `values` (keys "k<i>"), built by kafka-protocol's encoder.
 pub fn batch(values: &[&str]) -> Bytes {
-    batch_with(values, -1, -1, -1, 1_700_000_000_000)
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    batch_with(values, -1, -1, -1, now)
 }
 
 pub fn batch_with(
@@ -231,11 +235,8 @@ pub fn batch_with(
             producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: if base_sequence < 0 {
-                -1
-            } else {
-                base_sequence + i as i32
-            },
+            // kafka-protocol's encoder groups records whose offset minus sequence is constant.
+            sequence: base_sequence.wrapping_add(i as i32),
             timestamp: timestamp + i as i64,
             key: Some(Bytes::from(format!("k{i}"))),
             value: Some(Bytes::from(v.to_string())),
