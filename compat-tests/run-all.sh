@@ -41,6 +41,7 @@ start_broker() { # $1: suite name
   esac
   local data="$work/$1-data"
   "$CAIRN" --override "listeners=PLAINTEXT://127.0.0.1:$port" --override "log.dirs=$data" \
+    --override "advertised.listeners=PLAINTEXT://127.0.0.1:$port" \
     --override metrics.listener=none --override "num.partitions=$partitions" --override "node.id=$node" \
     >"$work/$1-broker.log" 2>&1 &
   broker_pid=$!

@@ -92,6 +92,7 @@ apis! {
     IncrementalAlterConfigs: 0..=1 => always handlers::configs::incremental_alter,
     DescribeCluster: 0..=2 => always handlers::describe_cluster::handle,
     DescribeTopicPartitions: 0..=0 => always handlers::describe_topic_partitions::handle,
+    ListConfigResources: 0..=1 => always handlers::list_config_resources::handle,
 }
 
 fn supported(api: ApiKey, version: i16) -> Option<bool> {

@@ -97,8 +97,17 @@ pub async fn handle(
         if bytes >= min_bytes || errors || expired || broker.is_shutting_down() {
             return respond(&req, ctx.version, partitions);
         }
+        // select_all panics on an empty set, and select! builds a disabled branch's future
+        // anyway, so a fetch of only unknown partitions waits on a future that never ends.
+        let appended = async move {
+            if wakeups.is_empty() {
+                std::future::pending::<()>().await;
+            } else {
+                select_all(wakeups).await;
+            }
+        };
         tokio::select! {
-            _ = select_all(wakeups), if !live.is_empty() => {}
+            _ = appended => {}
             _ = tokio::time::sleep_until(deadline) => {}
             _ = crate::broker::shutdown_requested(&mut shutdown) => {}
         }

@@ -10,6 +10,7 @@ pub mod describe_log_dirs;
 pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod init_producer_id;
+pub mod list_config_resources;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;

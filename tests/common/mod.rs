@@ -24,12 +24,22 @@ pub struct Broker {
     extra: Vec<String>,
 }
 
+/// A loopback port no other broker of this test process has been given. Tests run in
+/// parallel, and the OS may hand the same just-released port to two of them.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static TAKEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !taken.contains(&port) {
+            taken.push(port);
+            return port;
+        }
+    }
 }
 
 impl Broker {
@@ -75,6 +85,11 @@ impl Broker {
             }
             assert!(Instant::now() < deadline, "cairn did not start listening");
             std::thread::sleep(Duration::from_millis(20));
+        }
+        // Whoever answered must be our process, not another broker on a reused port.
+        std::thread::sleep(Duration::from_millis(50));
+        if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+            panic!("cairn exited right after start-up: {status}");
         }
     }
 
