@@ -71,7 +71,7 @@ PARTS="${BENCH_PARTITIONS:-16}"
 if (( QUICK )); then N="${BENCH_RECORDS:-200000}"; RUNS="${BENCH_RUNS:-1}"
 else                 N="${BENCH_RECORDS:-1000000}"; RUNS="${BENCH_RUNS:-3}"; fi
 START_TIMEOUT="${BENCH_START_TIMEOUT:-180}"
-export KAFKA_REF_TIMEOUT="${KAFKA_REF_TIMEOUT:-$START_TIMEOUT}"
+KREF_TIMEOUT="${KAFKA_REF_TIMEOUT:-$START_TIMEOUT}"
 STEP_TIMEOUT="${BENCH_STEP_TIMEOUT:-900}"
 RECORD_SIZE=1024
 BOOT="127.0.0.1:$PORT"
@@ -342,7 +342,7 @@ run_kafka() {
   LOADAVG[$b]="$(cut -d' ' -f1-3 /proc/loadavg)"
   log "kafka: starting Apache Kafka $KAFKA_VERSION on $BOOT (data $KAFKA_DIR)"
   rm -f "$WORK/kafka-start.rc"
-  ( rc=0; "$KREF/start.sh" "$PORT" "$KAFKA_DIR" > "$LOGS/kafka-start.out" 2>&1 || rc=$?
+  ( rc=0; KAFKA_REF_TIMEOUT="$KREF_TIMEOUT" "$KREF/start.sh" "$PORT" "$KAFKA_DIR" > "$LOGS/kafka-start.out" 2>&1 || rc=$?
     echo "$rc $(now_ms)" > "$WORK/kafka-start.rc" ) &
   PROBE_BG=$!
   local ok=1
@@ -377,8 +377,12 @@ run_cairn() {
   sync
   LOADAVG[$b]="$(cut -d' ' -f1-3 /proc/loadavg)"
   log "cairn: starting $CAIRN on $BOOT (data $dir)"
+  # Cairn maps KAFKA_* environment variables to config keys (as the apache/kafka image does):
+  # start it without the ones meant for the Java tools / reference broker.
+  local unset_env=() v
+  for v in $(compgen -e | grep '^KAFKA_' || true); do unset_env+=(-u "$v"); done
   launch="$(now_ms)"
-  "$CAIRN" --override "listeners=PLAINTEXT://$BOOT" --override "log.dirs=$dir/data" \
+  env "${unset_env[@]}" "$CAIRN" --override "listeners=PLAINTEXT://$BOOT" --override "log.dirs=$dir/data" \
     --override metrics.listener=none > "$LOGS/cairn-broker.log" 2>&1 < /dev/null &
   CAIRN_PID=$!
   BPID="$CAIRN_PID"
@@ -434,7 +438,7 @@ fmt() {  # value decimals
 }
 ratio() {  # cairn kafka
   [[ -z "$1" || -z "$2" ]] && { echo "—"; return; }
-  awk -v c="$1" -v k="$2" 'BEGIN { if (k + 0 == 0) print "—"; else printf "%.2f×", c / k }'
+  awk -v c="$1" -v k="$2" 'BEGIN { if (k + 0 == 0) print "—"; else { r = c / k; printf (r < 0.1 ? "%.3f×" : "%.2f×"), r } }'
 }
 
 # key | label | decimals | better
