@@ -218,19 +218,21 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(a)
 }
 
-/// Reads records of an uncompressed batch far enough to find the first record whose
-/// timestamp is at least `target`: returns its offset delta and timestamp. Compressed
-/// batches answer `None` and callers fall back to batch granularity.
-pub fn find_timestamp_in_batch(
-    batch: &[u8],
+/// The (offset delta, timestamp) of each record of an uncompressed CreateTime batch, in
+/// order, stopping at the first record that does not parse. Compressed batches (and
+/// LogAppendTime ones, whose record timestamps are not the batch's) yield nothing, and
+/// callers fall back to batch granularity.
+fn record_timestamps<'a>(
+    batch: &'a [u8],
     header: &BatchHeader,
-    target: i64,
-) -> Option<(i32, i64)> {
-    if header.compression() != 0 || header.is_log_append_time() {
-        return None;
-    }
+) -> impl Iterator<Item = (i32, i64)> + 'a {
+    let readable = header.compression() == 0 && !header.is_log_append_time();
+    let (count, base_timestamp) = (
+        if readable { header.record_count } else { 0 },
+        header.base_timestamp,
+    );
     let mut pos = HEADER_BYTES;
-    for _ in 0..header.record_count {
+    (0..count).map_while(move |_| {
         let (len, n) = read_varint(batch.get(pos..)?)?;
         let body_start = pos + n;
         let body = batch.get(body_start..body_start + usize::try_from(len).ok()?)?;
@@ -238,37 +240,27 @@ pub fn find_timestamp_in_batch(
         let rest = body.get(1..)?;
         let (ts_delta, n1) = read_varlong(rest)?;
         let (offset_delta, _) = read_varint(rest.get(n1..)?)?;
-        let ts = header.base_timestamp.wrapping_add(ts_delta);
-        if ts >= target {
-            return Some((offset_delta as i32, ts));
-        }
         pos = body_start + len as usize;
-    }
-    None
+        Some((offset_delta as i32, base_timestamp.wrapping_add(ts_delta)))
+    })
 }
 
-/// Finds the offset delta and timestamp of the record with the largest timestamp in an
-/// uncompressed batch (the first one on ties, as Kafka does).
+/// The offset delta and timestamp of the first record whose timestamp is at least `target`.
+pub fn find_timestamp_in_batch(
+    batch: &[u8],
+    header: &BatchHeader,
+    target: i64,
+) -> Option<(i32, i64)> {
+    record_timestamps(batch, header).find(|(_, ts)| *ts >= target)
+}
+
+/// The offset delta and timestamp of the record with the largest timestamp (the first one on
+/// ties, as Kafka does).
 pub fn max_timestamp_record(batch: &[u8], header: &BatchHeader) -> Option<(i32, i64)> {
-    if header.compression() != 0 || header.is_log_append_time() {
-        return None;
-    }
-    let mut pos = HEADER_BYTES;
-    let mut best: Option<(i32, i64)> = None;
-    for _ in 0..header.record_count {
-        let (len, n) = read_varint(batch.get(pos..)?)?;
-        let body_start = pos + n;
-        let body = batch.get(body_start..body_start + usize::try_from(len).ok()?)?;
-        let rest = body.get(1..)?;
-        let (ts_delta, n1) = read_varlong(rest)?;
-        let (offset_delta, _) = read_varint(rest.get(n1..)?)?;
-        let ts = header.base_timestamp.wrapping_add(ts_delta);
-        if best.is_none_or(|(_, b)| ts > b) {
-            best = Some((offset_delta as i32, ts));
-        }
-        pos = body_start + len as usize;
-    }
-    best
+    record_timestamps(batch, header).fold(None, |best: Option<(i32, i64)>, (d, ts)| match best {
+        Some((_, b)) if b >= ts => best,
+        _ => Some((d, ts)),
+    })
 }
 
 fn read_varlong(b: &[u8]) -> Option<(i64, usize)> {
