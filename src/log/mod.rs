@@ -328,16 +328,13 @@ impl PartitionLog {
             })
             .await?;
         let Some(m) = found else { return Ok(None) };
-        let batch = self.read(m.base_offset.max(start), 1, true, true).await?;
-        let exact = BatchHeader::parse(&batch.records).ok().and_then(|h| {
-            batch::find_timestamp_in_batch(&batch.records, &h, ts)
-                .map(|(d, t)| (h.base_offset + d as i64, t))
-        });
-        Ok(Some(match exact {
-            Some((o, t)) => (o.max(start), t),
-            // Compressed batches are not opened: answer at batch granularity.
-            None => (m.base_offset.max(start), m.max_timestamp),
-        }))
+        let exact = self
+            .record_in_batch(&m, start, |b, h| batch::find_timestamp_in_batch(b, h, ts))
+            .await?;
+        // Compressed batches are not opened: answer at batch granularity.
+        Ok(Some(
+            exact.unwrap_or((m.base_offset.max(start), m.max_timestamp)),
+        ))
     }
 
     /// The offset and timestamp of the committed record with the largest timestamp.
@@ -358,14 +355,23 @@ impl PartitionLog {
             })
             .await?;
         let Some(m) = best else { return Ok(None) };
+        let exact = self
+            .record_in_batch(&m, start, batch::max_timestamp_record)
+            .await?;
+        Ok(Some(exact.unwrap_or((m.last_offset, m.max_timestamp))))
+    }
+
+    /// Reads the batch `m` and lets `pick` choose a record in it: (offset, timestamp), never
+    /// below the log start. `None` when the batch's records cannot be read (compressed).
+    async fn record_in_batch(
+        &self,
+        m: &BatchMeta,
+        start: i64,
+        pick: impl Fn(&[u8], &BatchHeader) -> Option<(i32, i64)>,
+    ) -> Result<Option<(i64, i64)>> {
         let batch = self.read(m.base_offset.max(start), 1, true, true).await?;
-        let exact = BatchHeader::parse(&batch.records).ok().and_then(|h| {
-            batch::max_timestamp_record(&batch.records, &h)
-                .map(|(d, t)| (h.base_offset + d as i64, t))
-        });
-        Ok(Some(match exact {
-            Some((o, t)) => (o.max(start), t),
-            None => (m.last_offset, m.max_timestamp),
+        Ok(BatchHeader::parse(&batch.records).ok().and_then(|h| {
+            pick(&batch.records, &h).map(|(d, t)| ((h.base_offset + d as i64).max(start), t))
         }))
     }
 
