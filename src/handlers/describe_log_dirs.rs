@@ -52,10 +52,17 @@ pub async fn handle(
     }
     let dir = std::fs::canonicalize(&broker.config.log_dir)
         .unwrap_or_else(|_| broker.config.log_dir.clone());
+    // The file system holding the directory, as Kafka reports it (KIP-827); -1 if unknown.
+    let (total, usable) = match rustix::fs::statvfs(&dir) {
+        Ok(s) => (
+            i64::try_from(s.f_blocks.saturating_mul(s.f_frsize)).unwrap_or(i64::MAX),
+            i64::try_from(s.f_bavail.saturating_mul(s.f_frsize)).unwrap_or(i64::MAX),
+        ),
+        Err(_) => (-1, -1),
+    };
     DescribeLogDirsResponse::default().with_results(vec![DescribeLogDirsResult::default()
         .with_log_dir(str_bytes(dir.display().to_string()))
         .with_topics(topics)
-        // Unknown: Kafka's schema allows -1 here.
-        .with_total_bytes(-1)
-        .with_usable_bytes(-1)])
+        .with_total_bytes(total)
+        .with_usable_bytes(usable)])
 }

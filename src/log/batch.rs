@@ -5,6 +5,8 @@
 //! offset (bytes 0..8) and the partition leader epoch (bytes 12..16), which lie outside the
 //! CRC, and stores the bytes as they are.
 
+use std::borrow::Cow;
+
 use bytes::{Bytes, BytesMut};
 
 use crate::error::{Error, Result};
@@ -218,31 +220,54 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(a)
 }
 
-/// The (offset delta, timestamp) of each record of an uncompressed CreateTime batch, in
-/// order, stopping at the first record that does not parse. Compressed batches (and
-/// LogAppendTime ones, whose record timestamps are not the batch's) yield nothing, and
+/// The records section of a batch as plain bytes: borrowed when uncompressed, decompressed
+/// with the batch's codec otherwise. `None` when the codec is unknown or the data does not
+/// decompress.
+fn plain_records<'a>(batch: &'a [u8], header: &BatchHeader) -> Option<Cow<'a, [u8]>> {
+    use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
+    let body = batch.get(HEADER_BYTES..header.size.min(batch.len()))?;
+    let mut input = Bytes::copy_from_slice(body);
+    let whole = |b: &mut Bytes| Ok(b.split_off(0));
+    let plain = match header.compression() {
+        0 => return Some(Cow::Borrowed(body)),
+        1 => Gzip::decompress(&mut input, whole),
+        2 => Snappy::decompress(&mut input, whole),
+        3 => Lz4::decompress(&mut input, whole),
+        4 => Zstd::decompress(&mut input, whole),
+        _ => return None,
+    };
+    plain.ok().map(|b| Cow::Owned(b.to_vec()))
+}
+
+/// The (offset delta, timestamp) of each record of a CreateTime batch, in order, stopping at
+/// the first record that does not parse; compressed batches are decompressed first.
+/// LogAppendTime batches yield nothing (their records' timestamps are not the batch's), and
 /// callers fall back to batch granularity.
-fn record_timestamps<'a>(
-    batch: &'a [u8],
-    header: &BatchHeader,
-) -> impl Iterator<Item = (i32, i64)> + 'a {
-    let readable = header.compression() == 0 && !header.is_log_append_time();
-    let (count, base_timestamp) = (
-        if readable { header.record_count } else { 0 },
-        header.base_timestamp,
-    );
-    let mut pos = HEADER_BYTES;
-    (0..count).map_while(move |_| {
-        let (len, n) = read_varint(batch.get(pos..)?)?;
-        let body_start = pos + n;
-        let body = batch.get(body_start..body_start + usize::try_from(len).ok()?)?;
-        // attributes: i8, then timestampDelta: varlong, offsetDelta: varint.
-        let rest = body.get(1..)?;
-        let (ts_delta, n1) = read_varlong(rest)?;
-        let (offset_delta, _) = read_varint(rest.get(n1..)?)?;
-        pos = body_start + len as usize;
-        Some((offset_delta as i32, base_timestamp.wrapping_add(ts_delta)))
-    })
+fn record_timestamps(batch: &[u8], header: &BatchHeader) -> Vec<(i32, i64)> {
+    let records = match header.is_log_append_time() {
+        true => None,
+        false => plain_records(batch, header),
+    };
+    let Some(records) = records else {
+        return Vec::new();
+    };
+    let mut pos = 0usize;
+    (0..header.record_count)
+        .map_while(|_| {
+            let (len, n) = read_varint(records.get(pos..)?)?;
+            let body_start = pos + n;
+            let body = records.get(body_start..body_start + usize::try_from(len).ok()?)?;
+            // attributes: i8, then timestampDelta: varlong, offsetDelta: varint.
+            let rest = body.get(1..)?;
+            let (ts_delta, n1) = read_varlong(rest)?;
+            let (offset_delta, _) = read_varint(rest.get(n1..)?)?;
+            pos = body_start + len as usize;
+            Some((
+                offset_delta as i32,
+                header.base_timestamp.wrapping_add(ts_delta),
+            ))
+        })
+        .collect()
 }
 
 /// The offset delta and timestamp of the first record whose timestamp is at least `target`.
@@ -251,16 +276,20 @@ pub fn find_timestamp_in_batch(
     header: &BatchHeader,
     target: i64,
 ) -> Option<(i32, i64)> {
-    record_timestamps(batch, header).find(|(_, ts)| *ts >= target)
+    record_timestamps(batch, header)
+        .into_iter()
+        .find(|(_, ts)| *ts >= target)
 }
 
 /// The offset delta and timestamp of the record with the largest timestamp (the first one on
 /// ties, as Kafka does).
 pub fn max_timestamp_record(batch: &[u8], header: &BatchHeader) -> Option<(i32, i64)> {
-    record_timestamps(batch, header).fold(None, |best: Option<(i32, i64)>, (d, ts)| match best {
-        Some((_, b)) if b >= ts => best,
-        _ => Some((d, ts)),
-    })
+    record_timestamps(batch, header)
+        .into_iter()
+        .fold(None, |best: Option<(i32, i64)>, (d, ts)| match best {
+            Some((_, b)) if b >= ts => best,
+            _ => Some((d, ts)),
+        })
 }
 
 fn read_varlong(b: &[u8]) -> Option<(i64, usize)> {
@@ -413,6 +442,73 @@ pub(crate) mod tests {
         assert_eq!(find_timestamp_in_batch(&b, &h, 1001), Some((1, 1001)));
         assert_eq!(find_timestamp_in_batch(&b, &h, 5000), None);
         assert_eq!(max_timestamp_record(&b, &h), Some((2, 1002)));
+    }
+
+    #[test]
+    fn timestamps_inside_compressed_batches() {
+        use kafka_protocol::records::{
+            Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+        };
+        let records: Vec<Record> = (0..50i64)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i,
+                // the encoder keeps records in one batch while offset - sequence is constant
+                sequence: i as i32,
+                // out of order on purpose: the largest is not the last
+                timestamp: 1000 + if i == 20 { 500 } else { i },
+                key: None,
+                value: Some(Bytes::from(vec![b'v'; 100])),
+                headers: Default::default(),
+            })
+            .collect();
+        for compression in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let mut buf = BytesMut::new();
+            let options = RecordEncodeOptions {
+                version: 2,
+                compression,
+            };
+            RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
+            let h = validate_produced(&buf, 1 << 20).unwrap();
+            assert_ne!(h.compression(), 0, "{compression:?}");
+            assert_eq!(
+                find_timestamp_in_batch(&buf, &h, 1010),
+                Some((10, 1010)),
+                "{compression:?}"
+            );
+            // the first record in offset order whose timestamp is at least the target
+            assert_eq!(
+                find_timestamp_in_batch(&buf, &h, 1030),
+                Some((20, 1500)),
+                "{compression:?}"
+            );
+            assert_eq!(
+                max_timestamp_record(&buf, &h),
+                Some((20, 1500)),
+                "{compression:?}"
+            );
+            // a corrupt compressed body answers nothing rather than garbage
+            let mut bad = buf.to_vec();
+            for b in &mut bad[HEADER_BYTES..] {
+                *b = 0xAB;
+            }
+            assert_eq!(
+                find_timestamp_in_batch(&bad, &h, 1030),
+                None,
+                "{compression:?}"
+            );
+        }
     }
 
     #[test]

@@ -331,7 +331,7 @@ impl PartitionLog {
         let exact = self
             .record_in_batch(&m, start, |b, h| batch::find_timestamp_in_batch(b, h, ts))
             .await?;
-        // Compressed batches are not opened: answer at batch granularity.
+        // LogAppendTime batches (and ones that do not decode) answer at batch granularity.
         Ok(Some(
             exact.unwrap_or((m.base_offset.max(start), m.max_timestamp)),
         ))
@@ -362,7 +362,7 @@ impl PartitionLog {
     }
 
     /// Reads the batch `m` and lets `pick` choose a record in it: (offset, timestamp), never
-    /// below the log start. `None` when the batch's records cannot be read (compressed).
+    /// below the log start. `None` when the batch's records cannot be read.
     async fn record_in_batch(
         &self,
         m: &BatchMeta,
