@@ -7,9 +7,11 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::config::{Config, Listener};
+use crate::coordinator::group::GroupLimits;
+use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::error::{Error, Result};
 use crate::storage::rocks::RocksStore;
-use crate::storage::{LogStore, MetaStore};
+use crate::storage::{GroupStore, LogStore, MetaStore};
 use crate::topics::{Catalog, NewTopic};
 
 const CLUSTER_ID_KEY: &[u8] = b"cluster_id";
@@ -21,6 +23,7 @@ const PRODUCER_ID_BLOCK: i64 = 1000;
 pub struct Broker {
     pub config: Arc<Config>,
     pub catalog: Catalog,
+    pub groups: Arc<Coordinator>,
     pub cluster_id: String,
     meta: Arc<dyn MetaStore>,
     rocks: Option<Arc<RocksStore>>,
@@ -32,7 +35,13 @@ impl Broker {
     /// Opens the RocksDB store in the configured log dir and loads the catalog.
     pub fn open(config: Config) -> Result<Arc<Broker>> {
         let store = Arc::new(RocksStore::open(&config.log_dir)?);
-        Self::with_stores(config, store.clone(), store.clone(), Some(store))
+        Self::with_stores(
+            config,
+            store.clone(),
+            store.clone(),
+            store.clone(),
+            Some(store),
+        )
     }
 
     /// Builds a broker over any stores (unit tests use the in-memory one).
@@ -40,6 +49,7 @@ impl Broker {
         config: Config,
         meta: Arc<dyn MetaStore>,
         logs: Arc<dyn LogStore>,
+        groups: Arc<dyn GroupStore>,
         rocks: Option<Arc<RocksStore>>,
     ) -> Result<Arc<Broker>> {
         let config = Arc::new(config);
@@ -53,10 +63,24 @@ impl Broker {
             }
         };
         let catalog = Catalog::open(config.clone(), meta.clone(), logs)?;
+        let ms = Duration::from_millis;
+        let groups = Arc::new(Coordinator::open(
+            groups,
+            CoordinatorConfig {
+                limits: GroupLimits {
+                    initial_rebalance_delay: ms(config.group_initial_rebalance_delay_ms),
+                    min_session_timeout: ms(config.group_min_session_timeout_ms),
+                    max_session_timeout: ms(config.group_max_session_timeout_ms),
+                },
+                offsets_retention: ms(config.offsets_retention_ms),
+                retention_check_interval: ms(config.offsets_retention_check_interval_ms),
+            },
+        )?);
         let (shutdown, _) = watch::channel(false);
         Ok(Arc::new(Broker {
             config,
             catalog,
+            groups,
             cluster_id,
             meta,
             rocks,

@@ -63,6 +63,13 @@ pub struct Config {
     pub log_retention_check_interval_ms: u64,
     pub min_insync_replicas: i32,
     pub delete_topic_enable: bool,
+    /// Consumer groups (Kafka's `group.*` and `offsets.*` keys).
+    pub group_initial_rebalance_delay_ms: u64,
+    pub group_min_session_timeout_ms: u64,
+    pub group_max_session_timeout_ms: u64,
+    pub offsets_retention_ms: u64,
+    pub offsets_retention_check_interval_ms: u64,
+    pub offset_metadata_bytes_max: usize,
     /// Where `/metrics` will be served (parsed now so a bad value fails start-up).
     pub metrics_listener: Option<SocketAddr>,
     /// Every key that was set explicitly (file, environment or override), with its value:
@@ -108,11 +115,8 @@ pub fn parse_properties(text: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut logical = String::new();
     for raw in text.lines() {
-        let line = if logical.is_empty() {
-            raw.trim_start()
-        } else {
-            raw.trim_start()
-        };
+        // continuation lines drop their leading whitespace, like first lines
+        let line = raw.trim_start();
         if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
         {
             continue;
@@ -205,6 +209,12 @@ pub const KNOWN_KEYS: &[&str] = &[
     "log.retention.check.interval.ms",
     "min.insync.replicas",
     "delete.topic.enable",
+    "group.initial.rebalance.delay.ms",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
+    "offsets.retention.minutes",
+    "offsets.retention.check.interval.ms",
+    "offset.metadata.max.bytes",
     "metrics.listener",
 ];
 
@@ -327,6 +337,21 @@ impl Config {
                 )
             })?),
         };
+        let group_min_session =
+            p.int_or("group.min.session.timeout.ms", 6000, 0, i32::MAX as i64)? as u64;
+        let group_max_session = p.int_or(
+            "group.max.session.timeout.ms",
+            1_800_000,
+            0,
+            i32::MAX as i64,
+        )? as u64;
+        if group_max_session < group_min_session {
+            return Err(invalid(
+                "group.max.session.timeout.ms",
+                &group_max_session.to_string(),
+                "must not be below group.min.session.timeout.ms",
+            ));
+        }
         Ok(Config {
             node_id,
             listeners,
@@ -357,6 +382,33 @@ impl Config {
             )? as u64,
             min_insync_replicas: p.int_or("min.insync.replicas", 1, 1, i32::MAX as i64)? as i32,
             delete_topic_enable: p.bool_or("delete.topic.enable", true)?,
+            group_initial_rebalance_delay_ms: p.int_or(
+                "group.initial.rebalance.delay.ms",
+                3000,
+                0,
+                i32::MAX as i64,
+            )? as u64,
+            group_min_session_timeout_ms: group_min_session,
+            group_max_session_timeout_ms: group_max_session,
+            offsets_retention_ms: p.int_or(
+                "offsets.retention.minutes",
+                10_080,
+                1,
+                i32::MAX as i64,
+            )? as u64
+                * 60_000,
+            offsets_retention_check_interval_ms: p.int_or(
+                "offsets.retention.check.interval.ms",
+                600_000,
+                1,
+                i64::MAX,
+            )? as u64,
+            offset_metadata_bytes_max: p.int_or(
+                "offset.metadata.max.bytes",
+                4096,
+                0,
+                i32::MAX as i64,
+            )? as usize,
             metrics_listener,
             explicit: props.clone(),
         })

@@ -79,6 +79,16 @@ apis! {
     Fetch: 4..=12 => always handlers::fetch::handle,
     ListOffsets: 1..=10 => always handlers::list_offsets::handle,
     Metadata: 0..=13 => always handlers::metadata::handle,
+    // Capped at 9 until topic ids (v10) are proven end to end, like Fetch.
+    OffsetCommit: 2..=9 => always handlers::offsets::commit,
+    OffsetFetch: 1..=9 => always handlers::offsets::fetch,
+    FindCoordinator: 0..=6 => always handlers::groups::find_coordinator,
+    JoinGroup: 0..=9 => always handlers::groups::join_group,
+    Heartbeat: 0..=4 => always handlers::groups::heartbeat,
+    LeaveGroup: 0..=5 => always handlers::groups::leave_group,
+    SyncGroup: 0..=5 => always handlers::groups::sync_group,
+    DescribeGroups: 0..=6 => always handlers::groups::describe_groups,
+    ListGroups: 0..=5 => always handlers::groups::list_groups,
     ApiVersions: 0..=4 => always handlers::api_versions::handle,
     CreateTopics: 2..=7 => always handlers::topics::create,
     DeleteTopics: 1..=6 => always handlers::topics::delete,
@@ -89,7 +99,9 @@ apis! {
     AlterConfigs: 0..=2 => always handlers::configs::alter,
     DescribeLogDirs: 1..=4 => always handlers::describe_log_dirs::handle,
     CreatePartitions: 0..=3 => always handlers::topics::create_partitions,
+    DeleteGroups: 0..=2 => always handlers::groups::delete_groups,
     IncrementalAlterConfigs: 0..=1 => always handlers::configs::incremental_alter,
+    OffsetDelete: 0..=0 => always handlers::offsets::delete,
     DescribeCluster: 0..=2 => always handlers::describe_cluster::handle,
     DescribeTopicPartitions: 0..=0 => always handlers::describe_topic_partitions::handle,
     ListConfigResources: 0..=1 => always handlers::list_config_resources::handle,
@@ -244,7 +256,8 @@ mod tests {
         use crate::storage::memory::MemoryStore;
         let store = Arc::new(MemoryStore::default());
         let config = crate::config::Config::load(None, Vec::new(), &[]).unwrap();
-        let broker = Broker::with_stores(config, store.clone(), store, None).unwrap();
+        let broker =
+            Broker::with_stores(config, store.clone(), store.clone(), store, None).unwrap();
         broker.auto_create("t").await.unwrap();
         let conn = Connection {
             listener: "PLAINTEXT".into(),

@@ -76,6 +76,7 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
     );
     let serving = tokio::spawn(cairn::server::serve(broker.clone(), listeners));
     let retention = tokio::spawn(broker.clone().run_retention());
+    let groups = tokio::spawn(broker.groups.clone().run(broker.shutdown_signal()));
 
     wait_for_signal().await?;
     tracing::info!("shutting down: no new connections, finishing requests in flight");
@@ -87,6 +88,7 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
         tracing::warn!("connections still busy after the grace period; closing them");
     }
     retention.abort();
+    groups.abort();
     broker
         .sync()
         .map_err(|e| anyhow::anyhow!("cannot sync storage at shutdown: {e}"))?;

@@ -76,7 +76,7 @@ fn unknown_api_key_and_unsupported_version_close_the_connection() {
     f.extend_from_slice(&1i32.to_be_bytes());
     f.extend_from_slice(&(-1i16).to_be_bytes());
     closes(&b, &f);
-    // A known API we do not serve (JoinGroup belongs to a later issue), and Metadata v99.
+    // A known API we do not serve (SASL), and Metadata v99.
     let mut c = b.client();
     let frame = c.frame(ApiKey::Metadata, 12, &MetadataRequest::default());
     let mut v99 = frame.to_vec();

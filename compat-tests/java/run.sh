@@ -13,7 +13,7 @@
 #   VP_MESSAGES    messages per VerifiableProducer run (default 3000)
 #   KEEP_WORK=1    keep the work directory (tool outputs) even if all pass
 #   ONLY="re"      run only the check groups whose name matches the regex
-#                  (topics console get_offsets configs delete_records verifiable);
+#                  (topics console get_offsets configs delete_records verifiable groups);
 #                  broker-api-versions always runs
 set -uo pipefail
 DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -305,6 +305,9 @@ check_verifiable() {
   done
 }
 
+# shellcheck source=groups.sh
+source "$DIR/groups.sh"
+
 ABORT=0
 want() { [[ $ABORT -eq 0 && "$1" =~ $ONLY ]]; }
 check_api_versions   # always: also tells whether the broker answers at all
@@ -316,6 +319,7 @@ if want 'console|get_offsets|configs|delete_records'; then
   want delete_records && check_delete_records
 fi
 want verifiable && check_verifiable
+want groups && check_groups
 
 echo "java-tools: run took $(( ($(now_ms) - T_START) / 1000 ))s; outputs in $WORK" >&2
 if [[ $FAILED -eq 0 && "${KEEP_WORK:-0}" != 1 ]]; then rm -rf "$WORK"; fi

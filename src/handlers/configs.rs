@@ -140,6 +140,36 @@ fn broker_entries(c: &Config, only: Option<&[StrBytes]>) -> Vec<DescribeConfigsR
             c.delete_topic_enable.to_string(),
             Kind::Boolean,
         ),
+        (
+            "group.initial.rebalance.delay.ms",
+            c.group_initial_rebalance_delay_ms.to_string(),
+            Kind::Int,
+        ),
+        (
+            "group.min.session.timeout.ms",
+            c.group_min_session_timeout_ms.to_string(),
+            Kind::Int,
+        ),
+        (
+            "group.max.session.timeout.ms",
+            c.group_max_session_timeout_ms.to_string(),
+            Kind::Int,
+        ),
+        (
+            "offsets.retention.minutes",
+            (c.offsets_retention_ms / 60_000).to_string(),
+            Kind::Int,
+        ),
+        (
+            "offsets.retention.check.interval.ms",
+            c.offsets_retention_check_interval_ms.to_string(),
+            Kind::Long,
+        ),
+        (
+            "offset.metadata.max.bytes",
+            c.offset_metadata_bytes_max.to_string(),
+            Kind::Int,
+        ),
     ];
     entries
         .into_iter()

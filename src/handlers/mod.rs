@@ -9,11 +9,13 @@ pub mod describe_cluster;
 pub mod describe_log_dirs;
 pub mod describe_topic_partitions;
 pub mod fetch;
+pub mod groups;
 pub mod init_producer_id;
 pub mod list_config_resources;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
+pub mod offsets;
 pub mod produce;
 pub mod topics;
 

@@ -32,7 +32,7 @@ pub async fn handle(
             async move {
                 let result = if transactional {
                     Err(Error::TransactionsUnsupported)
-                } else if !matches!(acks, -1 | 0 | 1) {
+                } else if !(-1..=1).contains(&acks) {
                     Err(Error::InvalidRequest(format!(
                         "acks must be -1, 0 or 1, not {acks}"
                     )))

@@ -7,7 +7,9 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 
-use super::{Append, BatchMeta, LogStore, MetaStore, PartitionId};
+use super::{
+    Append, BatchMeta, GroupCf, GroupChange, GroupStore, LogStore, MetaStore, PartitionId,
+};
 use crate::error::Result;
 
 #[derive(Default)]
@@ -22,6 +24,7 @@ struct Inner {
     epochs: BTreeMap<(PartitionId, i32), i64>,
     starts: BTreeMap<PartitionId, i64>,
     meta: BTreeMap<Vec<u8>, Vec<u8>>,
+    groups: BTreeMap<(GroupCf, Vec<u8>), Vec<u8>>,
 }
 
 impl MemoryStore {
@@ -179,6 +182,30 @@ impl MetaStore for MemoryStore {
     }
 }
 
+impl GroupStore for MemoryStore {
+    fn write_groups(&self, changes: &[GroupChange]) -> Result<()> {
+        let mut inner = self.lock();
+        for c in changes {
+            let key = (c.cf, c.key.clone());
+            match &c.value {
+                Some(v) => inner.groups.insert(key, v.clone()),
+                None => inner.groups.remove(&key),
+            };
+        }
+        Ok(())
+    }
+
+    fn load_groups(&self, cf: GroupCf) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let inner = self.lock();
+        Ok(inner
+            .groups
+            .iter()
+            .filter(|((c, _), _)| *c == cf)
+            .map(|((_, k), v)| (k.clone(), v.clone()))
+            .collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -186,5 +213,6 @@ mod tests {
         let s = super::MemoryStore::default();
         super::super::conformance::log_store_contract(&s);
         super::super::conformance::meta_store_contract(&s);
+        super::super::conformance::group_store_contract(&s);
     }
 }

@@ -112,6 +112,34 @@ pub trait MetaStore: Send + Sync + 'static {
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
 }
 
+/// Which of the group coordinator's column families a [`GroupChange`] lands in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum GroupCf {
+    /// group id -> the group's members and generation (`groups` CF)
+    Groups,
+    /// group + topic + partition -> the committed offset (`offsets` CF)
+    Offsets,
+}
+
+/// One put (`Some`) or delete (`None`) of the group coordinator's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupChange {
+    pub cf: GroupCf,
+    pub key: Vec<u8>,
+    pub value: Option<Vec<u8>>,
+}
+
+/// The group coordinator's storage: it writes changes atomically and reads everything back
+/// at start. Encoding is the coordinator's business; this layer keeps bytes. (With
+/// replication, a store that appends the changes to an internal replicated partition and
+/// applies them here once committed replaces this one without touching the handlers.)
+pub trait GroupStore: Send + Sync + 'static {
+    /// Applies the changes as one atomic unit; on return they survive a crash.
+    fn write_groups(&self, changes: &[GroupChange]) -> Result<()>;
+    /// Every stored record of `cf`, in key order.
+    fn load_groups(&self, cf: GroupCf) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+}
+
 /// Big-endian fixed-width key: partition id then offset, so byte order is numeric order.
 pub fn batch_key(partition: PartitionId, offset: i64) -> [u8; 12] {
     let mut k = [0u8; 12];
@@ -231,5 +259,36 @@ pub(crate) mod conformance {
         assert_eq!(all[1].0, b"t/b");
         s.delete(b"t/a").unwrap();
         assert_eq!(s.get(b"t/a").unwrap(), None);
+    }
+
+    pub fn group_store_contract(s: &dyn GroupStore) {
+        let put = |cf, k: &[u8], v: &[u8]| GroupChange {
+            cf,
+            key: k.to_vec(),
+            value: Some(v.to_vec()),
+        };
+        s.write_groups(&[
+            put(GroupCf::Groups, b"g2", b"b"),
+            put(GroupCf::Groups, b"g1", b"a"),
+            put(GroupCf::Offsets, b"g1/t/0", b"42"),
+        ])
+        .unwrap();
+        let groups = s.load_groups(GroupCf::Groups).unwrap();
+        assert_eq!(
+            groups,
+            vec![
+                (b"g1".to_vec(), b"a".to_vec()),
+                (b"g2".to_vec(), b"b".to_vec())
+            ]
+        );
+        assert_eq!(s.load_groups(GroupCf::Offsets).unwrap().len(), 1);
+        s.write_groups(&[GroupChange {
+            cf: GroupCf::Groups,
+            key: b"g1".to_vec(),
+            value: None,
+        }])
+        .unwrap();
+        assert_eq!(s.load_groups(GroupCf::Groups).unwrap().len(), 1);
+        assert_eq!(s.load_groups(GroupCf::Offsets).unwrap().len(), 1);
     }
 }

@@ -6,7 +6,8 @@
 //! | `index`     | same key as `log`                     | last offset delta, max timestamp, size |
 //! | `producers` | partition id + producer id (u64 BE)   | idempotence state              |
 //! | `meta`      | `m` + caller key / `e` + partition + epoch / `s` + partition | metadata, epoch starts, log start offsets |
-//! | `offsets`, `groups` | reserved for the group coordinator |                        |
+//! | `groups`    | group id                              | members, generation, protocol (coordinator's encoding) |
+//! | `offsets`   | group + topic + partition (coordinator's encoding) | committed offset |
 //!
 //! The `log` CF stores batches as blob files (key/value separation), so compaction moves
 //! only small keys around however many partitions interleave. The WAL stays on: a written
@@ -22,8 +23,8 @@ use rocksdb::{
 };
 
 use super::{
-    batch_key, decode_meta, encode_meta, key_offset, Append, BatchMeta, LogStore, MetaStore,
-    PartitionId,
+    batch_key, decode_meta, encode_meta, key_offset, Append, BatchMeta, GroupCf, GroupChange,
+    GroupStore, LogStore, MetaStore, PartitionId,
 };
 use crate::error::{Error, Result};
 
@@ -368,6 +369,41 @@ impl MetaStore for RocksStore {
     }
 }
 
+impl RocksStore {
+    fn group_cf(&self, cf: GroupCf) -> &ColumnFamily {
+        self.cf(match cf {
+            GroupCf::Groups => CF_GROUPS,
+            GroupCf::Offsets => CF_OFFSETS,
+        })
+    }
+}
+
+impl GroupStore for RocksStore {
+    fn write_groups(&self, changes: &[GroupChange]) -> Result<()> {
+        let mut wb = WriteBatch::default();
+        for c in changes {
+            match &c.value {
+                Some(v) => wb.put_cf(self.group_cf(c.cf), &c.key, v),
+                None => wb.delete_cf(self.group_cf(c.cf), &c.key),
+            }
+        }
+        // Written to the WAL (survives kill -9), like acks=1 appends; not fsynced per commit.
+        self.write(wb, false)
+    }
+
+    fn load_groups(&self, cf: GroupCf) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut it = self.db.raw_iterator_cf(self.group_cf(cf));
+        it.seek_to_first();
+        let mut out = Vec::new();
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            out.push((k.to_vec(), v.to_vec()));
+            it.next();
+        }
+        it.status().map_err(storage_err)?;
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,6 +414,7 @@ mod tests {
         let s = RocksStore::open(dir.path()).unwrap();
         super::super::conformance::log_store_contract(&s);
         super::super::conformance::meta_store_contract(&s);
+        super::super::conformance::group_store_contract(&s);
     }
 
     #[test]

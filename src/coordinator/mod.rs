@@ -1,0 +1,680 @@
+//! The group coordinator: the async shell around the per-group state machines of
+//! [`group`]. It routes requests to groups, parks JoinGroup/SyncGroup callers until their
+//! group answers, runs the timers (sessions, rebalance deadlines, offset retention) and
+//! writes what the groups say to persist through a [`GroupStore`].
+//!
+//! This broker is the coordinator of every group (FindCoordinator answers with itself).
+//! All groups sit behind one mutex: every operation on a group is a few map updates, and
+//! the store write under it is one unsynced RocksDB WriteBatch.
+
+pub mod group;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use tokio::sync::{oneshot, watch, Notify};
+use tokio::time::Instant;
+
+use crate::broker::now_ms;
+use crate::error::{Error, Result};
+use crate::storage::{GroupCf, GroupChange, GroupStore};
+use group::{
+    Committed, Group, GroupLimits, GroupRecord, GroupState, Join, JoinResult, Member, Outcome,
+    Persist, Reply, SyncResult,
+};
+
+/// Coordinator settings, from the broker's `group.*` / `offsets.*` keys.
+#[derive(Debug, Clone, Copy)]
+pub struct CoordinatorConfig {
+    pub limits: GroupLimits,
+    pub offsets_retention: Duration,
+    pub retention_check_interval: Duration,
+}
+
+pub struct Coordinator {
+    inner: Mutex<Inner>,
+    store: Arc<dyn GroupStore>,
+    config: CoordinatorConfig,
+    /// Wakes the timer task when a deadline may have moved earlier.
+    wake: Notify,
+}
+
+#[derive(Default)]
+struct Inner {
+    groups: HashMap<String, Group>,
+    joins: HashMap<(String, String), oneshot::Sender<JoinResult>>,
+    syncs: HashMap<(String, String), oneshot::Sender<SyncResult>>,
+}
+
+/// A group as DescribeGroups shows it.
+pub struct Described {
+    pub state: GroupState,
+    pub protocol_type: String,
+    pub protocol_name: String,
+    pub members: Vec<Member>,
+}
+
+/// A group as ListGroups shows it.
+pub struct Listed {
+    pub id: String,
+    pub protocol_type: String,
+    pub state: GroupState,
+}
+
+impl Coordinator {
+    /// Loads every stored group and committed offset.
+    pub fn open(store: Arc<dyn GroupStore>, config: CoordinatorConfig) -> Result<Coordinator> {
+        let now = Instant::now();
+        let mut groups: HashMap<String, Group> = HashMap::new();
+        for (key, value) in store.load_groups(GroupCf::Groups)? {
+            let id = String::from_utf8(key)
+                .map_err(|_| Error::Storage("group id is not UTF-8".into()))?;
+            let record: GroupRecord = serde_json::from_slice(&value)
+                .map_err(|e| Error::Storage(format!("group {id}: {e}")))?;
+            groups.insert(id.clone(), Group::restore(&id, record, config.limits, now));
+        }
+        let mut offsets = 0usize;
+        for (key, value) in store.load_groups(GroupCf::Offsets)? {
+            let (group, topic, partition) = decode_offset_key(&key)
+                .ok_or_else(|| Error::Storage("malformed offset key".into()))?;
+            let committed = decode_committed(&value)
+                .ok_or_else(|| Error::Storage(format!("malformed offset of group {group}")))?;
+            groups
+                .entry(group.clone())
+                .or_insert_with(|| Group::new(&group, config.limits, now))
+                .offsets
+                .insert((topic, partition), committed);
+            offsets += 1;
+        }
+        tracing::info!(groups = groups.len(), offsets, "group coordinator loaded");
+        Ok(Coordinator {
+            inner: Mutex::new(Inner {
+                groups,
+                ..Default::default()
+            }),
+            store,
+            config,
+            wake: Notify::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub async fn join(&self, group_id: &str, j: Join) -> JoinResult {
+        let rx = {
+            let mut inner = self.lock();
+            let now = Instant::now();
+            let limits = self.config.limits;
+            let g = inner
+                .groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| Group::new(group_id, limits, now));
+            let outcome = g.join(now, j);
+            let rx = match outcome {
+                Outcome::Now(r) => {
+                    self.settle(&mut inner, group_id);
+                    return r;
+                }
+                Outcome::Wait(member) => {
+                    let (tx, rx) = oneshot::channel();
+                    inner.joins.insert((group_id.to_string(), member), tx);
+                    rx
+                }
+            };
+            self.settle(&mut inner, group_id);
+            rx
+        };
+        self.wake.notify_one();
+        rx.await
+            .unwrap_or_else(|_| JoinResult::error(ResponseError::CoordinatorNotAvailable, ""))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn sync(
+        &self,
+        group_id: &str,
+        member: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        protocol_type: Option<&str>,
+        protocol_name: Option<&str>,
+        assignments: Vec<(String, Bytes)>,
+    ) -> SyncResult {
+        let rx = {
+            let mut inner = self.lock();
+            let Some(g) = inner.groups.get_mut(group_id) else {
+                return SyncResult::error(ResponseError::UnknownMemberId);
+            };
+            let outcome = g.sync(
+                Instant::now(),
+                member,
+                instance_id,
+                generation,
+                protocol_type,
+                protocol_name,
+                assignments,
+            );
+            let rx = match outcome {
+                Outcome::Now(r) => {
+                    self.settle(&mut inner, group_id);
+                    return r;
+                }
+                Outcome::Wait(member) => {
+                    let (tx, rx) = oneshot::channel();
+                    inner.syncs.insert((group_id.to_string(), member), tx);
+                    rx
+                }
+            };
+            self.settle(&mut inner, group_id);
+            rx
+        };
+        rx.await
+            .unwrap_or_else(|_| SyncResult::error(ResponseError::CoordinatorNotAvailable))
+    }
+
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        member: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> std::result::Result<(), ResponseError> {
+        let mut inner = self.lock();
+        let g = inner
+            .groups
+            .get_mut(group_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
+        g.heartbeat(Instant::now(), member, instance_id, generation)
+    }
+
+    /// LeaveGroup: one result per (member id, instance id).
+    pub fn leave(
+        &self,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+    ) -> Vec<std::result::Result<(), ResponseError>> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        let results = match inner.groups.get_mut(group_id) {
+            None => vec![Err(ResponseError::UnknownMemberId); members.len()],
+            Some(g) => members
+                .iter()
+                .map(|(id, instance)| g.leave(now, id, instance.as_deref()))
+                .collect(),
+        };
+        self.settle(&mut inner, group_id);
+        drop(inner);
+        self.wake.notify_one();
+        results
+    }
+
+    /// OffsetCommit: checks the member and generation, then stores every offset.
+    pub fn commit(
+        &self,
+        group_id: &str,
+        member: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        offsets: Vec<(String, i32, Committed)>,
+    ) -> std::result::Result<(), ResponseError> {
+        let mut inner = self.lock();
+        let limits = self.config.limits;
+        let g = inner
+            .groups
+            .entry(group_id.to_string())
+            .or_insert_with(|| Group::new(group_id, limits, Instant::now()));
+        g.check_commit(member, instance_id, generation)?;
+        for (topic, partition, c) in offsets {
+            g.commit(&topic, partition, c);
+        }
+        if self.settle(&mut inner, group_id) {
+            Ok(())
+        } else {
+            Err(ResponseError::CoordinatorNotAvailable)
+        }
+    }
+
+    /// The committed offsets of a group: all of them, or those of `wanted` topics and
+    /// partitions (absent ones as `None`).
+    pub fn committed(
+        &self,
+        group_id: &str,
+        wanted: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Vec<(String, i32, Option<Committed>)> {
+        let inner = self.lock();
+        let g = inner.groups.get(group_id);
+        match wanted {
+            Some(topics) => topics
+                .into_iter()
+                .flat_map(|(t, ps)| {
+                    ps.into_iter()
+                        .map(move |p| (t.clone(), p))
+                        .collect::<Vec<_>>()
+                })
+                .map(|(t, p)| {
+                    let c = g.and_then(|g| g.offsets.get(&(t.clone(), p)).cloned());
+                    (t, p, c)
+                })
+                .collect(),
+            None => g
+                .map(|g| {
+                    g.offsets
+                        .iter()
+                        .map(|((t, p), c)| (t.clone(), *p, Some(c.clone())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    /// OffsetDelete: refused for topics the group's members still subscribe to.
+    pub fn delete_offsets(
+        &self,
+        group_id: &str,
+        topics: &[(String, Vec<i32>)],
+    ) -> std::result::Result<Vec<(String, i32, Option<ResponseError>)>, ResponseError> {
+        let mut inner = self.lock();
+        let g = inner
+            .groups
+            .get_mut(group_id)
+            .ok_or(ResponseError::GroupIdNotFound)?;
+        if g.state == GroupState::Dead {
+            return Err(ResponseError::GroupIdNotFound);
+        }
+        if !g.is_empty() && g.protocol_type.as_deref() != Some("consumer") {
+            return Err(ResponseError::NonEmptyGroup);
+        }
+        let subscribed = g.subscribed_topics();
+        let mut out = Vec::new();
+        for (topic, partitions) in topics {
+            for p in partitions {
+                if subscribed.contains(topic) {
+                    out.push((
+                        topic.clone(),
+                        *p,
+                        Some(ResponseError::GroupSubscribedToTopic),
+                    ));
+                } else {
+                    g.delete_offset(topic, *p);
+                    out.push((topic.clone(), *p, None));
+                }
+            }
+        }
+        self.settle(&mut inner, group_id);
+        Ok(out)
+    }
+
+    pub fn list(&self) -> Vec<Listed> {
+        let inner = self.lock();
+        let mut out: Vec<Listed> = inner
+            .groups
+            .values()
+            .filter(|g| g.state != GroupState::Dead)
+            .map(|g| Listed {
+                id: g.id.clone(),
+                protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                state: g.state,
+            })
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
+    }
+
+    pub fn describe(&self, group_id: &str) -> Option<Described> {
+        let inner = self.lock();
+        let g = inner.groups.get(group_id)?;
+        Some(Described {
+            state: g.state,
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            protocol_name: match g.state {
+                GroupState::Stable => g.protocol_name.clone().unwrap_or_default(),
+                _ => String::new(),
+            },
+            members: g.members.values().cloned().collect(),
+        })
+    }
+
+    /// DeleteGroups for one group.
+    pub fn delete_group(&self, group_id: &str) -> std::result::Result<(), ResponseError> {
+        let mut inner = self.lock();
+        let g = inner
+            .groups
+            .get_mut(group_id)
+            .ok_or(ResponseError::GroupIdNotFound)?;
+        match g.state {
+            GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
+            GroupState::Empty => {}
+            _ => return Err(ResponseError::NonEmptyGroup),
+        }
+        g.delete();
+        self.settle(&mut inner, group_id);
+        Ok(())
+    }
+
+    /// Delivers a group's delayed answers and writes what it wants persisted; forgets dead
+    /// groups. False when the write failed.
+    fn settle(&self, inner: &mut Inner, group_id: &str) -> bool {
+        let Some(g) = inner.groups.get_mut(group_id) else {
+            return true;
+        };
+        let replies = g.take_replies();
+        let persist = g.take_persist();
+        let dead = g.state == GroupState::Dead;
+        for reply in replies {
+            match reply {
+                Reply::Join(member, r) => {
+                    if let Some(tx) = inner.joins.remove(&(group_id.to_string(), member)) {
+                        let _ = tx.send(r);
+                    }
+                }
+                Reply::Sync(member, r) => {
+                    if let Some(tx) = inner.syncs.remove(&(group_id.to_string(), member)) {
+                        let _ = tx.send(r);
+                    }
+                }
+            }
+        }
+        if dead {
+            inner.groups.remove(group_id);
+        }
+        if persist.is_empty() {
+            return true;
+        }
+        let changes: Vec<GroupChange> = persist
+            .into_iter()
+            .map(|p| encode_change(group_id, p))
+            .collect();
+        match self.store.write_groups(&changes) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(group = group_id, error = %e, "cannot store group state");
+                false
+            }
+        }
+    }
+
+    /// Runs the timers until shutdown: session expiry, rebalance deadlines, offset retention.
+    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut next_sweep = Instant::now() + self.config.retention_check_interval;
+        loop {
+            let next = {
+                let mut inner = self.lock();
+                let now = Instant::now();
+                let ids: Vec<String> = inner.groups.keys().cloned().collect();
+                let sweep = now >= next_sweep;
+                for id in &ids {
+                    if let Some(g) = inner.groups.get_mut(id) {
+                        g.tick(now);
+                        if sweep {
+                            g.expire_offsets(now, now_ms(), self.config.offsets_retention);
+                            if g.state == GroupState::Empty && g.offsets.is_empty() {
+                                // Nothing left to remember: Kafka's group becomes Dead.
+                                g.delete();
+                            }
+                        }
+                    }
+                    self.settle(&mut inner, id);
+                }
+                if sweep {
+                    next_sweep = now + self.config.retention_check_interval;
+                }
+                inner
+                    .groups
+                    .values()
+                    .filter_map(|g| g.next_deadline())
+                    .min()
+                    .unwrap_or(next_sweep)
+                    .min(next_sweep)
+            };
+            tokio::select! {
+                _ = tokio::time::sleep_until(next) => {}
+                _ = self.wake.notified() => {}
+                _ = shutdown.changed() => break,
+            }
+        }
+        // Parked JoinGroup/SyncGroup callers get COORDINATOR_NOT_AVAILABLE and look again.
+        let mut inner = self.lock();
+        inner.joins.clear();
+        inner.syncs.clear();
+    }
+}
+
+/// Offsets CF key: u16 length + group, u16 length + topic, partition (i32 BE).
+fn offset_key(group: &str, topic: &str, partition: i32) -> Vec<u8> {
+    let mut k = Vec::with_capacity(8 + group.len() + topic.len());
+    for s in [group, topic] {
+        k.extend_from_slice(&(s.len() as u16).to_be_bytes());
+        k.extend_from_slice(s.as_bytes());
+    }
+    k.extend_from_slice(&partition.to_be_bytes());
+    k
+}
+
+fn decode_offset_key(k: &[u8]) -> Option<(String, String, i32)> {
+    let mut pos = 0;
+    let mut next = || {
+        let len = u16::from_be_bytes(k.get(pos..pos + 2)?.try_into().ok()?) as usize;
+        let s = std::str::from_utf8(k.get(pos + 2..pos + 2 + len)?).ok()?;
+        pos += 2 + len;
+        Some(s.to_string())
+    };
+    let group = next()?;
+    let topic = next()?;
+    let partition = i32::from_be_bytes(k.get(pos..pos + 4)?.try_into().ok()?);
+    Some((group, topic, partition))
+}
+
+/// Offsets CF value: version 0, offset, leader epoch, commit time, then the metadata
+/// (a presence byte and UTF-8).
+fn encode_committed(c: &Committed) -> Vec<u8> {
+    let mut v = Vec::with_capacity(22 + c.metadata.as_ref().map_or(0, |m| m.len()));
+    v.push(0);
+    v.extend_from_slice(&c.offset.to_be_bytes());
+    v.extend_from_slice(&c.leader_epoch.to_be_bytes());
+    v.extend_from_slice(&c.commit_ms.to_be_bytes());
+    match &c.metadata {
+        Some(m) => {
+            v.push(1);
+            v.extend_from_slice(m.as_bytes());
+        }
+        None => v.push(0),
+    }
+    v
+}
+
+fn decode_committed(v: &[u8]) -> Option<Committed> {
+    if *v.first()? != 0 {
+        return None;
+    }
+    let offset = i64::from_be_bytes(v.get(1..9)?.try_into().ok()?);
+    let leader_epoch = i32::from_be_bytes(v.get(9..13)?.try_into().ok()?);
+    let commit_ms = i64::from_be_bytes(v.get(13..21)?.try_into().ok()?);
+    let metadata = match *v.get(21)? {
+        0 => None,
+        _ => Some(String::from_utf8(v.get(22..)?.to_vec()).ok()?),
+    };
+    Some(Committed {
+        offset,
+        leader_epoch,
+        metadata,
+        commit_ms,
+    })
+}
+
+fn encode_change(group_id: &str, p: Persist) -> GroupChange {
+    match p {
+        Persist::Group(record) => GroupChange {
+            cf: GroupCf::Groups,
+            key: group_id.as_bytes().to_vec(),
+            value: record.map(|r| serde_json::to_vec(&r).expect("group record serializes")),
+        },
+        Persist::Offset {
+            topic,
+            partition,
+            value,
+        } => GroupChange {
+            cf: GroupCf::Offsets,
+            key: offset_key(group_id, &topic, partition),
+            value: value.as_ref().map(encode_committed),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::memory::MemoryStore;
+
+    fn config() -> CoordinatorConfig {
+        CoordinatorConfig {
+            limits: GroupLimits {
+                initial_rebalance_delay: Duration::ZERO,
+                min_session_timeout: Duration::from_secs(6),
+                max_session_timeout: Duration::from_secs(1800),
+            },
+            offsets_retention: Duration::from_secs(7 * 24 * 3600),
+            retention_check_interval: Duration::from_secs(600),
+        }
+    }
+
+    fn join(member: &str) -> Join {
+        Join {
+            member_id: member.to_string(),
+            instance_id: None,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            session_timeout: Duration::from_secs(10),
+            rebalance_timeout: Duration::from_secs(30),
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), Bytes::from_static(b"m"))],
+            require_known_member_id: false,
+        }
+    }
+
+    #[test]
+    fn keys_and_values_round_trip() {
+        let k = offset_key("g/1", "topic", 7);
+        assert_eq!(
+            decode_offset_key(&k),
+            Some(("g/1".into(), "topic".into(), 7))
+        );
+        for metadata in [None, Some(String::new()), Some("hello".to_string())] {
+            let c = Committed {
+                offset: 42,
+                leader_epoch: 3,
+                metadata,
+                commit_ms: 1_700_000_000_000,
+            };
+            assert_eq!(decode_committed(&encode_committed(&c)), Some(c));
+        }
+        assert_eq!(decode_committed(&[9, 0, 0]), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn joins_park_until_the_group_answers_and_state_survives_reopen() {
+        let store = Arc::new(MemoryStore::default());
+        let c = Arc::new(Coordinator::open(store.clone(), config()).unwrap());
+        let (_tx, rx) = watch::channel(false);
+        tokio::spawn(c.clone().run(rx));
+        let a = c.join("g", join("")).await;
+        assert_eq!((a.error, a.generation), (None, 1));
+        let s = c
+            .sync(
+                "g",
+                &a.member_id,
+                None,
+                1,
+                None,
+                None,
+                vec![(a.member_id.clone(), Bytes::from("A"))],
+            )
+            .await;
+        assert_eq!(s.assignment, "A");
+        // a second member parks until a rejoins
+        let c2 = c.clone();
+        let b = tokio::spawn(async move { c2.join("g", join("")).await });
+        tokio::task::yield_now().await;
+        assert!(!b.is_finished());
+        assert_eq!(
+            c.heartbeat("g", &a.member_id, None, 1),
+            Err(ResponseError::RebalanceInProgress)
+        );
+        let a2 = c.join("g", join(&a.member_id)).await;
+        let b = b.await.unwrap();
+        assert_eq!((a2.generation, b.generation), (2, 2));
+        c.commit(
+            "g",
+            &a.member_id,
+            None,
+            2,
+            vec![(
+                "t".into(),
+                0,
+                Committed {
+                    offset: 10,
+                    leader_epoch: -1,
+                    metadata: Some("m".into()),
+                    commit_ms: now_ms(),
+                },
+            )],
+        )
+        .unwrap_err(); // CompletingRebalance: REBALANCE_IN_PROGRESS
+        let c_after = Coordinator::open(store.clone(), config()).unwrap();
+        assert_eq!(c_after.committed("g", None).len(), 0);
+        let simple = c.commit(
+            "solo",
+            "",
+            None,
+            -1,
+            vec![(
+                "t".into(),
+                0,
+                Committed {
+                    offset: 10,
+                    leader_epoch: -1,
+                    metadata: Some("m".into()),
+                    commit_ms: now_ms(),
+                },
+            )],
+        );
+        assert_eq!(simple, Ok(()));
+        let reopened = Coordinator::open(store, config()).unwrap();
+        let got = reopened.committed("solo", Some(vec![("t".into(), vec![0, 1])]));
+        assert_eq!(got[0].2.as_ref().map(|c| c.offset), Some(10));
+        assert_eq!(got[1].2, None);
+        let d = reopened.describe("g").unwrap();
+        assert_eq!(
+            d.members.len(),
+            1,
+            "the group record of generation 1 came back"
+        );
+        assert_eq!(reopened.delete_group("solo"), Ok(()));
+        assert!(reopened.committed("solo", None).is_empty());
+        assert_eq!(
+            reopened.delete_group("g"),
+            Err(ResponseError::NonEmptyGroup)
+        );
+        assert_eq!(
+            reopened.delete_group("nope"),
+            Err(ResponseError::GroupIdNotFound)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_expired_session_rebalances_through_the_timer_task() {
+        let c = Arc::new(Coordinator::open(Arc::new(MemoryStore::default()), config()).unwrap());
+        let (_tx, rx) = watch::channel(false);
+        tokio::spawn(c.clone().run(rx));
+        let a = c.join("g", join("")).await;
+        c.sync("g", &a.member_id, None, 1, None, None, vec![]).await;
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        let d = c.describe("g").unwrap();
+        assert_eq!(d.state, GroupState::Empty);
+        assert!(d.members.is_empty());
+    }
+}

@@ -1,0 +1,371 @@
+//! The classic group protocol and group administration: FindCoordinator, JoinGroup,
+//! SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups, DeleteGroups. The logic
+//! lives in [`crate::coordinator`]; these functions translate versions and fields.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::find_coordinator_response::Coordinator as CoordinatorEntry;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+
+use super::{broker_id, str_bytes, OPERATIONS_UNKNOWN};
+use crate::broker::Broker;
+use crate::coordinator::group::{GroupState, Join};
+use crate::dispatch::RequestContext;
+
+/// Group operations with no authorizer: READ, DELETE, DESCRIBE.
+const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+
+fn code(e: Option<ResponseError>) -> i16 {
+    e.map_or(0, |e| e.code())
+}
+
+fn opt_string(s: &Option<kafka_protocol::protocol::StrBytes>) -> Option<String> {
+    s.as_ref().map(|s| s.to_string())
+}
+
+pub async fn find_coordinator(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
+    let adv = broker.advertised(&ctx.conn.listener);
+    // This broker coordinates every group. Transactions are not served yet: say so with a
+    // non-retriable error so a transactional producer fails at once, not after a timeout.
+    let answer = |key_type: i8| -> Result<(), (ResponseError, &'static str)> {
+        match key_type {
+            0 => Ok(()),
+            1 => Err((
+                ResponseError::InvalidRequest,
+                "transactions are not supported by this broker yet",
+            )),
+            _ => Err((
+                ResponseError::InvalidRequest,
+                "unsupported coordinator key type",
+            )),
+        }
+    };
+    if ctx.version >= 4 {
+        let coordinators = req
+            .coordinator_keys
+            .iter()
+            .map(|key| {
+                let c = CoordinatorEntry::default().with_key(key.clone());
+                match answer(req.key_type) {
+                    Ok(()) => c
+                        .with_node_id(broker_id(broker.node_id()))
+                        .with_host(str_bytes(adv.host.clone()))
+                        .with_port(adv.port as i32),
+                    Err((e, msg)) => c
+                        .with_node_id(broker_id(-1))
+                        .with_port(-1)
+                        .with_error_code(e.code())
+                        .with_error_message(Some(str_bytes(msg))),
+                }
+            })
+            .collect();
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    match answer(req.key_type) {
+        Ok(()) => FindCoordinatorResponse::default()
+            .with_node_id(broker_id(broker.node_id()))
+            .with_host(str_bytes(adv.host.clone()))
+            .with_port(adv.port as i32),
+        Err((e, msg)) => {
+            let r = FindCoordinatorResponse::default()
+                .with_error_code(e.code())
+                .with_node_id(broker_id(-1))
+                .with_port(-1);
+            if ctx.version >= 1 {
+                r.with_error_message(Some(str_bytes(msg)))
+            } else {
+                r
+            }
+        }
+    }
+}
+
+pub async fn join_group(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: JoinGroupRequest,
+) -> JoinGroupResponse {
+    let v = ctx.version;
+    let group = req.group_id.to_string();
+    let result = if group.is_empty() {
+        crate::coordinator::group::JoinResult::error(ResponseError::InvalidGroupId, &req.member_id)
+    } else {
+        let ms = |v: i32| Duration::from_millis(v.max(0) as u64);
+        let rebalance = if v >= 1 && req.rebalance_timeout_ms > 0 {
+            req.rebalance_timeout_ms
+        } else {
+            req.session_timeout_ms
+        };
+        let join = Join {
+            member_id: req.member_id.to_string(),
+            instance_id: opt_string(&req.group_instance_id),
+            client_id: ctx.client_id.clone().unwrap_or_default(),
+            client_host: format!("/{}", ctx.conn.peer.ip()),
+            session_timeout: ms(req.session_timeout_ms),
+            rebalance_timeout: ms(rebalance),
+            protocol_type: req.protocol_type.to_string(),
+            protocols: req
+                .protocols
+                .iter()
+                .map(|p| (p.name.to_string(), p.metadata.clone()))
+                .collect(),
+            require_known_member_id: v >= 4,
+        };
+        broker.groups.join(&group, join).await
+    };
+    let mut resp = JoinGroupResponse::default()
+        .with_error_code(code(result.error))
+        .with_generation_id(result.generation)
+        .with_leader(str_bytes(result.leader))
+        .with_member_id(str_bytes(result.member_id))
+        .with_members(
+            result
+                .members
+                .into_iter()
+                .map(|(id, instance, metadata)| {
+                    let m = JoinGroupResponseMember::default()
+                        .with_member_id(str_bytes(id))
+                        .with_metadata(metadata);
+                    if v >= 5 {
+                        m.with_group_instance_id(instance.map(str_bytes))
+                    } else {
+                        m
+                    }
+                })
+                .collect(),
+        );
+    if v >= 7 {
+        resp = resp
+            .with_protocol_type(result.protocol_type.map(str_bytes))
+            .with_protocol_name(result.protocol_name.map(str_bytes));
+    } else {
+        // Not nullable before v7.
+        resp = resp.with_protocol_name(Some(str_bytes(result.protocol_name.unwrap_or_default())));
+    }
+    resp
+}
+
+pub async fn sync_group(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: SyncGroupRequest,
+) -> SyncGroupResponse {
+    let group = req.group_id.to_string();
+    let result = if group.is_empty() {
+        crate::coordinator::group::SyncResult::error(ResponseError::InvalidGroupId)
+    } else {
+        let assignments = req
+            .assignments
+            .iter()
+            .map(|a| (a.member_id.to_string(), a.assignment.clone()))
+            .collect();
+        broker
+            .groups
+            .sync(
+                &group,
+                &req.member_id,
+                req.group_instance_id.as_deref(),
+                req.generation_id,
+                req.protocol_type.as_deref(),
+                req.protocol_name.as_deref(),
+                assignments,
+            )
+            .await
+    };
+    let resp = SyncGroupResponse::default()
+        .with_error_code(code(result.error))
+        .with_assignment(result.assignment);
+    if ctx.version >= 5 {
+        resp.with_protocol_type(result.protocol_type.map(str_bytes))
+            .with_protocol_name(result.protocol_name.map(str_bytes))
+    } else {
+        resp
+    }
+}
+
+pub async fn heartbeat(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: HeartbeatRequest,
+) -> HeartbeatResponse {
+    let result = if req.group_id.is_empty() {
+        Err(ResponseError::InvalidGroupId)
+    } else {
+        broker.groups.heartbeat(
+            &req.group_id,
+            &req.member_id,
+            req.group_instance_id.as_deref(),
+            req.generation_id,
+        )
+    };
+    HeartbeatResponse::default().with_error_code(code(result.err()))
+}
+
+pub async fn leave_group(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: LeaveGroupRequest,
+) -> LeaveGroupResponse {
+    if req.group_id.is_empty() {
+        return LeaveGroupResponse::default().with_error_code(ResponseError::InvalidGroupId.code());
+    }
+    if ctx.version < 3 {
+        let results = broker
+            .groups
+            .leave(&req.group_id, &[(req.member_id.to_string(), None)]);
+        let error = results.into_iter().next().and_then(|r| r.err());
+        return LeaveGroupResponse::default().with_error_code(code(error));
+    }
+    let who: Vec<(String, Option<String>)> = req
+        .members
+        .iter()
+        .map(|m| (m.member_id.to_string(), opt_string(&m.group_instance_id)))
+        .collect();
+    let results = broker.groups.leave(&req.group_id, &who);
+    LeaveGroupResponse::default().with_members(
+        who.into_iter()
+            .zip(results)
+            .map(|((id, instance), r)| {
+                MemberResponse::default()
+                    .with_member_id(str_bytes(id))
+                    .with_group_instance_id(instance.map(str_bytes))
+                    .with_error_code(code(r.err()))
+            })
+            .collect(),
+    )
+}
+
+pub async fn list_groups(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: ListGroupsRequest,
+) -> ListGroupsResponse {
+    let v = ctx.version;
+    let states: Vec<String> = req
+        .states_filter
+        .iter()
+        .map(|s| s.to_ascii_lowercase())
+        .collect();
+    let types: Vec<String> = req
+        .types_filter
+        .iter()
+        .map(|s| s.to_ascii_lowercase())
+        .collect();
+    let groups = broker
+        .groups
+        .list()
+        .into_iter()
+        .filter(|g| states.is_empty() || states.contains(&g.state.name().to_ascii_lowercase()))
+        // Every group here speaks the classic protocol.
+        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+        .map(|g| {
+            let mut l = ListedGroup::default()
+                .with_group_id(GroupId(str_bytes(g.id)))
+                .with_protocol_type(str_bytes(g.protocol_type));
+            if v >= 4 {
+                l = l.with_group_state(str_bytes(g.state.name()));
+            }
+            if v >= 5 {
+                l = l.with_group_type(str_bytes("classic"));
+            }
+            l
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
+}
+
+pub async fn describe_groups(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: DescribeGroupsRequest,
+) -> DescribeGroupsResponse {
+    let v = ctx.version;
+    let groups = req
+        .groups
+        .iter()
+        .map(|id| {
+            let base = DescribedGroup::default().with_group_id(id.clone());
+            let base = if v >= 3 {
+                base.with_authorized_operations(if req.include_authorized_operations {
+                    GROUP_OPERATIONS_ALL
+                } else {
+                    OPERATIONS_UNKNOWN
+                })
+            } else {
+                base
+            };
+            let Some(d) = broker.groups.describe(id) else {
+                // Kafka 4 (KIP-1043): v6 says GROUP_ID_NOT_FOUND, older versions "Dead".
+                let dead = base.with_group_state(str_bytes(GroupState::Dead.name()));
+                return if v >= 6 {
+                    dead.with_error_code(ResponseError::GroupIdNotFound.code())
+                        .with_error_message(Some(str_bytes(format!(
+                            "Group {} not found.",
+                            id.as_str()
+                        ))))
+                } else {
+                    dead
+                };
+            };
+            let stable = d.state == GroupState::Stable;
+            let protocol = d.protocol_name.clone();
+            let members = d
+                .members
+                .iter()
+                .map(|m| {
+                    let mut dm = DescribedGroupMember::default()
+                        .with_member_id(str_bytes(m.id.clone()))
+                        .with_client_id(str_bytes(m.client_id.clone()))
+                        .with_client_host(str_bytes(m.client_host.clone()));
+                    if v >= 4 {
+                        dm = dm.with_group_instance_id(m.instance_id.clone().map(str_bytes));
+                    }
+                    if stable {
+                        dm = dm
+                            .with_member_metadata(m.metadata(Some(&protocol)))
+                            .with_member_assignment(m.assignment.clone());
+                    }
+                    dm
+                })
+                .collect();
+            base.with_group_state(str_bytes(d.state.name()))
+                .with_protocol_type(str_bytes(d.protocol_type))
+                .with_protocol_data(str_bytes(d.protocol_name))
+                .with_members(members)
+        })
+        .collect();
+    DescribeGroupsResponse::default().with_groups(groups)
+}
+
+pub async fn delete_groups(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
+    let results = req
+        .groups_names
+        .iter()
+        .map(|id| {
+            let error = if id.is_empty() {
+                Some(ResponseError::InvalidGroupId)
+            } else {
+                broker.groups.delete_group(id).err()
+            };
+            DeletableGroupResult::default()
+                .with_group_id(id.clone())
+                .with_error_code(code(error))
+        })
+        .collect();
+    DeleteGroupsResponse::default().with_results(results)
+}

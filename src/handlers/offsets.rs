@@ -1,0 +1,256 @@
+//! OffsetCommit, OffsetFetch and OffsetDelete: committed offsets of consumer groups, kept by
+//! [`crate::coordinator`].
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+
+use super::{str_bytes, topic_name};
+use crate::broker::{now_ms, Broker};
+use crate::coordinator::group::Committed;
+use crate::dispatch::RequestContext;
+
+/// Whether the topic and partition exist.
+fn known(broker: &Broker, topic: &str, partition: i32) -> bool {
+    broker
+        .catalog
+        .get(topic)
+        .is_some_and(|t| partition >= 0 && (partition as usize) < t.partitions.len())
+}
+
+pub async fn commit(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: OffsetCommitRequest,
+) -> OffsetCommitResponse {
+    let now = now_ms();
+    let max_metadata = broker.config.offset_metadata_bytes_max;
+    // Per partition: Err(code) decided up front, or Ok(offset) to commit.
+    type Checked = Vec<(i32, Result<Committed, ResponseError>)>;
+    let mut results: Vec<(String, Checked)> = Vec::new();
+    for t in &req.topics {
+        let parts = t
+            .partitions
+            .iter()
+            .map(|p| {
+                let checked = if req.group_id.is_empty() {
+                    Err(ResponseError::InvalidGroupId)
+                } else if !known(broker, &t.name, p.partition_index) {
+                    Err(ResponseError::UnknownTopicOrPartition)
+                } else if p
+                    .committed_metadata
+                    .as_ref()
+                    .is_some_and(|m| m.len() > max_metadata)
+                {
+                    Err(ResponseError::OffsetMetadataTooLarge)
+                } else {
+                    Ok(Committed {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                        commit_ms: now,
+                    })
+                };
+                (p.partition_index, checked)
+            })
+            .collect();
+        results.push((t.name.to_string(), parts));
+    }
+    let to_commit: Vec<(String, i32, Committed)> = results
+        .iter()
+        .flat_map(|(t, ps)| {
+            ps.iter()
+                .filter_map(|(p, r)| r.as_ref().ok().map(|c| (t.clone(), *p, c.clone())))
+        })
+        .collect();
+    let group_error = if to_commit.is_empty() {
+        None
+    } else {
+        broker
+            .groups
+            .commit(
+                &req.group_id,
+                &req.member_id,
+                req.group_instance_id.as_deref(),
+                req.generation_id_or_member_epoch,
+                to_commit,
+            )
+            .err()
+    };
+    let topics = results
+        .into_iter()
+        .map(|(t, ps)| {
+            OffsetCommitResponseTopic::default()
+                .with_name(topic_name(&t))
+                .with_partitions(
+                    ps.into_iter()
+                        .map(|(p, r)| {
+                            let error = match r {
+                                Ok(_) => group_error,
+                                Err(e) => Some(e),
+                            };
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(p)
+                                .with_error_code(error.map_or(0, |e| e.code()))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// The committed offsets of one group, grouped by topic: (topic, [(partition, offset)]).
+type GroupOffsets = Vec<(String, Vec<(i32, Option<Committed>)>)>;
+
+fn fetch_group(
+    broker: &Broker,
+    group: &str,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+) -> GroupOffsets {
+    let mut out: GroupOffsets = Vec::new();
+    for (t, p, c) in broker.groups.committed(group, wanted) {
+        match out.last_mut() {
+            Some((last, ps)) if *last == t => ps.push((p, c)),
+            _ => out.push((t, vec![(p, c)])),
+        }
+    }
+    out
+}
+
+/// (offset, leader epoch, metadata) as OffsetFetch answers them; -1 and "" when nothing
+/// is committed.
+fn fields(c: Option<Committed>) -> (i64, i32, String) {
+    match c {
+        Some(c) => (c.offset, c.leader_epoch, c.metadata.unwrap_or_default()),
+        None => (-1, -1, String::new()),
+    }
+}
+
+pub async fn fetch(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: OffsetFetchRequest,
+) -> OffsetFetchResponse {
+    if ctx.version < 8 {
+        let wanted = req.topics.map(|ts| {
+            ts.into_iter()
+                .map(|t| (t.name.to_string(), t.partition_indexes))
+                .collect()
+        });
+        let topics = fetch_group(broker, &req.group_id, wanted)
+            .into_iter()
+            .map(|(t, ps)| {
+                OffsetFetchResponseTopic::default()
+                    .with_name(topic_name(&t))
+                    .with_partitions(
+                        ps.into_iter()
+                            .map(|(p, c)| {
+                                let (offset, epoch, metadata) = fields(c);
+                                let r = OffsetFetchResponsePartition::default()
+                                    .with_partition_index(p)
+                                    .with_committed_offset(offset)
+                                    .with_metadata(Some(str_bytes(metadata)));
+                                if ctx.version >= 5 {
+                                    r.with_committed_leader_epoch(epoch)
+                                } else {
+                                    r
+                                }
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        return OffsetFetchResponse::default().with_topics(topics);
+    }
+    let groups = req
+        .groups
+        .into_iter()
+        .map(|g| {
+            let wanted = g.topics.map(|ts| {
+                ts.into_iter()
+                    .map(|t| (t.name.to_string(), t.partition_indexes))
+                    .collect()
+            });
+            let topics = fetch_group(broker, &g.group_id, wanted)
+                .into_iter()
+                .map(|(t, ps)| {
+                    OffsetFetchResponseTopics::default()
+                        .with_name(topic_name(&t))
+                        .with_partitions(
+                            ps.into_iter()
+                                .map(|(p, c)| {
+                                    let (offset, epoch, metadata) = fields(c);
+                                    OffsetFetchResponsePartitions::default()
+                                        .with_partition_index(p)
+                                        .with_committed_offset(offset)
+                                        .with_committed_leader_epoch(epoch)
+                                        .with_metadata(Some(str_bytes(metadata)))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            OffsetFetchResponseGroup::default()
+                .with_group_id(g.group_id)
+                .with_topics(topics)
+        })
+        .collect();
+    OffsetFetchResponse::default().with_groups(groups)
+}
+
+pub async fn delete(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
+    let (known_topics, unknown): (Vec<_>, Vec<_>) = req
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.to_string(),
+                t.partitions
+                    .iter()
+                    .map(|p| p.partition_index)
+                    .collect::<Vec<i32>>(),
+            )
+        })
+        .partition(|(t, _)| broker.catalog.get(t).is_some());
+    let deleted = match broker.groups.delete_offsets(&req.group_id, &known_topics) {
+        Ok(d) => d,
+        Err(e) => return OffsetDeleteResponse::default().with_error_code(e.code()),
+    };
+    let mut topics: Vec<OffsetDeleteResponseTopic> = Vec::new();
+    let rows = deleted
+        .into_iter()
+        .chain(unknown.into_iter().flat_map(|(t, ps)| {
+            ps.into_iter()
+                .map(move |p| (t.clone(), p, Some(ResponseError::UnknownTopicOrPartition)))
+        }));
+    for (t, p, e) in rows {
+        let part = OffsetDeleteResponsePartition::default()
+            .with_partition_index(p)
+            .with_error_code(e.map_or(0, |e| e.code()));
+        match topics.iter_mut().find(|x| x.name.as_str() == t) {
+            Some(x) => x.partitions.push(part),
+            None => topics.push(
+                OffsetDeleteResponseTopic::default()
+                    .with_name(topic_name(&t))
+                    .with_partitions(vec![part]),
+            ),
+        }
+    }
+    OffsetDeleteResponse::default().with_topics(topics)
+}

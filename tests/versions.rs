@@ -1,0 +1,451 @@
+//! Every API the broker advertises, at every version it advertises, with a request that
+//! touches a real topic: the response must decode at that version and carry no error.
+//! This is what catches a response field that exists only in newer versions being set for
+//! an older one (kafka-protocol then refuses to encode it and the connection closes).
+
+mod common;
+
+use common::{batch, name, Broker, Client};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn advertised(c: &mut Client) -> Vec<ApiVersion> {
+    let r: ApiVersionsResponse = c.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    assert_eq!(r.error_code, 0);
+    r.api_keys
+}
+
+/// Sends one representative request of `api` at `v` and checks the answer; returns what was
+/// checked, for the failure message of the caller.
+fn exercise(c: &mut Client, api: ApiKey, v: i16) {
+    let at = format!("{api:?} v{v}");
+    match api {
+        ApiKey::Produce => {
+            let req = Client::produce_request("t", 0, batch(&["x"]), 1);
+            let r: ProduceResponse = c.send(api, v, &req);
+            let p = &r.responses[0].partition_responses[0];
+            assert_eq!(p.error_code, 0, "{at}");
+            assert!(p.base_offset >= 1, "{at}");
+        }
+        ApiKey::Fetch => {
+            let r: FetchResponse = c.send(api, v, &Client::fetch_request("t", 0, 0, 0, 0));
+            let p = &r.responses[0].partitions[0];
+            assert_eq!((r.error_code, p.error_code), (0, 0), "{at}");
+            let recs = common::records(p.records.clone().expect("records are never null"));
+            assert_eq!(recs.first().map(|r| r.1.as_str()), Some("x"), "{at}");
+        }
+        ApiKey::ListOffsets => {
+            let req = ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(-1)])]);
+            let r: ListOffsetsResponse = c.send(api, v, &req);
+            let p = &r.topics[0].partitions[0];
+            assert_eq!(p.error_code, 0, "{at}");
+            assert!(p.offset >= 1, "{at}");
+        }
+        ApiKey::Metadata => {
+            let req = MetadataRequest::default().with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(name("t"))),
+            ]));
+            let r: MetadataResponse = c.send(api, v, &req);
+            assert_eq!(r.brokers.len(), 1, "{at}");
+            assert_eq!(r.topics[0].error_code, 0, "{at}");
+            assert_eq!(r.topics[0].partitions.len(), 2, "{at}");
+        }
+        ApiKey::ApiVersions => {
+            let r: ApiVersionsResponse = c.send(api, v, &ApiVersionsRequest::default());
+            assert_eq!(r.error_code, 0, "{at}");
+            assert!(!r.api_keys.is_empty(), "{at}");
+        }
+        ApiKey::CreateTopics => {
+            let req = CreateTopicsRequest::default()
+                .with_timeout_ms(5000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(name(&format!("created-v{v}")))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)]);
+            let r: CreateTopicsResponse = c.send(api, v, &req);
+            assert_eq!(r.topics[0].error_code, 0, "{at}");
+        }
+        ApiKey::DeleteTopics => {
+            let topic = format!("doomed-v{v}");
+            assert_eq!(c.create_topic(&topic, 1, &[]), 0, "{at}");
+            let req = if v >= 6 {
+                DeleteTopicsRequest::default().with_topics(vec![
+                    DeleteTopicState::default().with_name(Some(name(&topic)))
+                ])
+            } else {
+                DeleteTopicsRequest::default().with_topic_names(vec![name(&topic)])
+            };
+            let r: DeleteTopicsResponse = c.send(api, v, &req.with_timeout_ms(5000));
+            assert_eq!(r.responses[0].error_code, 0, "{at}");
+        }
+        ApiKey::DeleteRecords => {
+            let req = DeleteRecordsRequest::default()
+                .with_timeout_ms(5000)
+                .with_topics(vec![DeleteRecordsTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![DeleteRecordsPartition::default()
+                        .with_partition_index(1)
+                        .with_offset(0)])]);
+            let r: DeleteRecordsResponse = c.send(api, v, &req);
+            assert_eq!(r.topics[0].partitions[0].error_code, 0, "{at}");
+        }
+        ApiKey::InitProducerId => {
+            let req = InitProducerIdRequest::default().with_transaction_timeout_ms(60_000);
+            let r: InitProducerIdResponse = c.send(api, v, &req);
+            assert_eq!(r.error_code, 0, "{at}");
+            assert!(r.producer_id.0 >= 0, "{at}");
+        }
+        ApiKey::OffsetForLeaderEpoch => {
+            let req = OffsetForLeaderEpochRequest::default().with_topics(vec![
+                OffsetForLeaderTopic::default()
+                    .with_topic(name("t"))
+                    .with_partitions(vec![OffsetForLeaderPartition::default()
+                        .with_partition(0)
+                        .with_current_leader_epoch(-1)
+                        .with_leader_epoch(0)]),
+            ]);
+            let r: OffsetForLeaderEpochResponse = c.send(api, v, &req);
+            let p = &r.topics[0].partitions[0];
+            assert_eq!(p.error_code, 0, "{at}");
+            assert!(p.end_offset >= 1, "{at}");
+        }
+        ApiKey::DescribeConfigs => {
+            let req = DescribeConfigsRequest::default()
+                .with_include_synonyms(v >= 1)
+                .with_resources(vec![DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("t"))]);
+            let r: DescribeConfigsResponse = c.send(api, v, &req);
+            assert_eq!(r.results[0].error_code, 0, "{at}");
+            assert!(
+                r.results[0]
+                    .configs
+                    .iter()
+                    .any(|c| c.name.as_str() == "retention.ms"),
+                "{at}"
+            );
+        }
+        ApiKey::AlterConfigs => {
+            let req = AlterConfigsRequest::default().with_resources(vec![
+                alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("t"))
+                    .with_configs(vec![alter_configs_request::AlterableConfig::default()
+                        .with_name(s("retention.bytes"))
+                        .with_value(Some(s("1073741824")))]),
+            ]);
+            let r: AlterConfigsResponse = c.send(api, v, &req);
+            assert_eq!(r.responses[0].error_code, 0, "{at}");
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+                incremental_alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("t"))
+                    .with_configs(vec![
+                        incremental_alter_configs_request::AlterableConfig::default()
+                            .with_name(s("retention.ms"))
+                            .with_config_operation(0)
+                            .with_value(Some(s("86400000"))),
+                    ]),
+            ]);
+            let r: IncrementalAlterConfigsResponse = c.send(api, v, &req);
+            assert_eq!(r.responses[0].error_code, 0, "{at}");
+        }
+        ApiKey::DescribeLogDirs => {
+            let req = DescribeLogDirsRequest::default().with_topics(None);
+            let r: DescribeLogDirsResponse = c.send(api, v, &req);
+            assert_eq!(r.error_code, 0, "{at}");
+            let dir = &r.results[0];
+            assert_eq!(dir.error_code, 0, "{at}");
+            assert!(dir.topics.iter().any(|t| t.name.as_str() == "t"), "{at}");
+            if v >= 4 {
+                assert!(dir.total_bytes > 0, "{at}: total bytes of the file system");
+                assert!(
+                    (0..=dir.total_bytes).contains(&dir.usable_bytes),
+                    "{at}: usable bytes"
+                );
+            }
+        }
+        ApiKey::CreatePartitions => {
+            let topic = format!("grown-v{v}");
+            assert_eq!(c.create_topic(&topic, 1, &[]), 0, "{at}");
+            let req = CreatePartitionsRequest::default()
+                .with_timeout_ms(5000)
+                .with_topics(vec![CreatePartitionsTopic::default()
+                    .with_name(name(&topic))
+                    .with_count(3)]);
+            let r: CreatePartitionsResponse = c.send(api, v, &req);
+            assert_eq!(r.results[0].error_code, 0, "{at}");
+        }
+        ApiKey::DescribeCluster => {
+            let r: DescribeClusterResponse = c.send(api, v, &DescribeClusterRequest::default());
+            assert_eq!(r.error_code, 0, "{at}");
+            assert_eq!(r.brokers.len(), 1, "{at}");
+        }
+        ApiKey::DescribeTopicPartitions => {
+            let req = DescribeTopicPartitionsRequest::default()
+                .with_response_partition_limit(100)
+                .with_topics(vec![
+                    describe_topic_partitions_request::TopicRequest::default().with_name(name("t")),
+                ]);
+            let r: DescribeTopicPartitionsResponse = c.send(api, v, &req);
+            assert_eq!(r.topics[0].error_code, 0, "{at}");
+            assert_eq!(r.topics[0].partitions.len(), 2, "{at}");
+        }
+        ApiKey::ListConfigResources => {
+            let req = ListConfigResourcesRequest::default();
+            let r: ListConfigResourcesResponse = c.send(api, v, &req);
+            assert_eq!(r.error_code, 0, "{at}");
+        }
+        ApiKey::FindCoordinator => {
+            let req = if v >= 4 {
+                FindCoordinatorRequest::default().with_coordinator_keys(vec![s("g")])
+            } else {
+                FindCoordinatorRequest::default().with_key(s("g"))
+            };
+            let r: FindCoordinatorResponse = c.send(api, v, &req);
+            if v >= 4 {
+                assert_eq!(r.coordinators[0].error_code, 0, "{at}");
+                assert_eq!(r.coordinators[0].node_id.0, 1, "{at}");
+            } else {
+                assert_eq!((r.error_code, r.node_id.0), (0, 1), "{at}");
+            }
+        }
+        ApiKey::JoinGroup => {
+            let group = format!("join-v{v}");
+            let mut r: JoinGroupResponse = c.send(api, v, &join_request(v, &group, ""));
+            if v >= 4 {
+                assert_eq!(r.error_code, ResponseError::MemberIdRequired.code(), "{at}");
+                r = c.send(api, v, &join_request(v, &group, &r.member_id));
+            }
+            assert_eq!((r.error_code, r.generation_id), (0, 1), "{at}");
+            assert_eq!(r.leader, r.member_id, "{at}");
+            assert_eq!(r.members.len(), 1, "{at}");
+        }
+        ApiKey::SyncGroup => {
+            let group = format!("sync-v{v}");
+            let (member, generation) = join(c, &group);
+            let req = SyncGroupRequest::default()
+                .with_group_id(GroupId(s(&group)))
+                .with_member_id(s(&member))
+                .with_generation_id(generation)
+                .with_assignments(vec![SyncGroupRequestAssignment::default()
+                    .with_member_id(s(&member))
+                    .with_assignment(bytes::Bytes::from_static(b"mine"))]);
+            let r: SyncGroupResponse = c.send(api, v, &req);
+            assert_eq!(r.error_code, 0, "{at}");
+            assert_eq!(&r.assignment[..], b"mine", "{at}");
+        }
+        ApiKey::Heartbeat => {
+            let group = format!("hb-v{v}");
+            let (member, generation) = join_and_sync(c, &group);
+            let req = HeartbeatRequest::default()
+                .with_group_id(GroupId(s(&group)))
+                .with_member_id(s(&member))
+                .with_generation_id(generation);
+            let r: HeartbeatResponse = c.send(api, v, &req);
+            assert_eq!(r.error_code, 0, "{at}");
+        }
+        ApiKey::LeaveGroup => {
+            let group = format!("leave-v{v}");
+            let (member, _) = join_and_sync(c, &group);
+            let req = if v >= 3 {
+                LeaveGroupRequest::default().with_members(vec![
+                    leave_group_request::MemberIdentity::default().with_member_id(s(&member)),
+                ])
+            } else {
+                LeaveGroupRequest::default().with_member_id(s(&member))
+            };
+            let r: LeaveGroupResponse = c.send(api, v, &req.with_group_id(GroupId(s(&group))));
+            assert_eq!(r.error_code, 0, "{at}");
+            if v >= 3 {
+                assert_eq!(r.members[0].error_code, 0, "{at}");
+            }
+        }
+        ApiKey::DescribeGroups => {
+            let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(s("stable"))]);
+            let r: DescribeGroupsResponse = c.send(api, v, &req);
+            let g = &r.groups[0];
+            assert_eq!(g.error_code, 0, "{at}");
+            assert_eq!(g.group_state.as_str(), "Stable", "{at}");
+            assert_eq!(g.protocol_data.as_str(), "range", "{at}");
+            assert_eq!(g.members.len(), 1, "{at}");
+        }
+        ApiKey::ListGroups => {
+            let r: ListGroupsResponse = c.send(api, v, &ListGroupsRequest::default());
+            assert_eq!(r.error_code, 0, "{at}");
+            assert!(
+                r.groups.iter().any(|g| g.group_id.as_str() == "stable"),
+                "{at}"
+            );
+        }
+        ApiKey::DeleteGroups => {
+            let group = format!("deleted-v{v}");
+            commit(c, &group, 3);
+            let req = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(&group))]);
+            let r: DeleteGroupsResponse = c.send(api, v, &req);
+            assert_eq!(r.results[0].error_code, 0, "{at}");
+        }
+        ApiKey::OffsetCommit => {
+            let req = commit_request(&format!("commit-v{v}"), 5);
+            let r: OffsetCommitResponse = c.send(api, v, &req);
+            assert_eq!(r.topics[0].partitions[0].error_code, 0, "{at}");
+        }
+        ApiKey::OffsetFetch => {
+            let group = format!("fetch-v{v}");
+            commit(c, &group, 9);
+            let r: OffsetFetchResponse = if v >= 8 {
+                let req = OffsetFetchRequest::default().with_groups(vec![
+                    offset_fetch_request::OffsetFetchRequestGroup::default()
+                        .with_group_id(GroupId(s(&group)))
+                        .with_topics(None),
+                ]);
+                c.send(api, v, &req)
+            } else {
+                let req = OffsetFetchRequest::default()
+                    .with_group_id(GroupId(s(&group)))
+                    .with_topics(Some(vec![
+                        offset_fetch_request::OffsetFetchRequestTopic::default()
+                            .with_name(name("t"))
+                            .with_partition_indexes(vec![0]),
+                    ]));
+                c.send(api, v, &req)
+            };
+            let offset = if v >= 8 {
+                assert_eq!(r.groups[0].error_code, 0, "{at}");
+                r.groups[0].topics[0].partitions[0].committed_offset
+            } else {
+                r.topics[0].partitions[0].committed_offset
+            };
+            assert_eq!(offset, 9, "{at}");
+        }
+        ApiKey::OffsetDelete => {
+            commit(c, "offsets-deleted", 2);
+            let req = OffsetDeleteRequest::default()
+                .with_group_id(GroupId(s("offsets-deleted")))
+                .with_topics(vec![
+                    offset_delete_request::OffsetDeleteRequestTopic::default()
+                        .with_name(name("t"))
+                        .with_partitions(vec![
+                            offset_delete_request::OffsetDeleteRequestPartition::default()
+                                .with_partition_index(0),
+                        ]),
+                ]);
+            let r: OffsetDeleteResponse = c.send(api, v, &req);
+            assert_eq!(r.error_code, 0, "{at}");
+            assert_eq!(r.topics[0].partitions[0].error_code, 0, "{at}");
+        }
+        other => {
+            panic!("{other:?} is advertised but tests/versions.rs has no request for it: add one")
+        }
+    }
+}
+
+fn join_request(v: i16, group: &str, member: &str) -> JoinGroupRequest {
+    JoinGroupRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_id(s(member))
+        .with_session_timeout_ms(120_000)
+        // v0 has no rebalance timeout (the session timeout serves)
+        .with_rebalance_timeout_ms(if v >= 1 { 120_000 } else { -1 })
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+        )
+        .with_name(s("range"))
+        .with_metadata(bytes::Bytes::from_static(b"subscription"))])
+}
+
+/// Joins `group` as its only member (JoinGroup v5): (member id, generation).
+fn join(c: &mut Client, group: &str) -> (String, i32) {
+    let r: JoinGroupResponse = c.send(ApiKey::JoinGroup, 5, &join_request(5, group, ""));
+    assert_eq!(r.error_code, ResponseError::MemberIdRequired.code());
+    let r: JoinGroupResponse = c.send(ApiKey::JoinGroup, 5, &join_request(5, group, &r.member_id));
+    assert_eq!(r.error_code, 0);
+    (r.member_id.to_string(), r.generation_id)
+}
+
+fn join_and_sync(c: &mut Client, group: &str) -> (String, i32) {
+    let (member, generation) = join(c, group);
+    let req = SyncGroupRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_id(s(&member))
+        .with_generation_id(generation);
+    let r: SyncGroupResponse = c.send(ApiKey::SyncGroup, 3, &req);
+    assert_eq!(r.error_code, 0);
+    (member, generation)
+}
+
+fn commit_request(group: &str, offset: i64) -> OffsetCommitRequest {
+    OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(name("t"))
+                .with_partitions(vec![
+                    offset_commit_request::OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(offset),
+                ]),
+        ])
+}
+
+fn commit(c: &mut Client, group: &str, offset: i64) {
+    let r: OffsetCommitResponse = c.send(ApiKey::OffsetCommit, 8, &commit_request(group, offset));
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+}
+
+#[test]
+fn every_advertised_api_answers_at_every_advertised_version() {
+    let b = Broker::start_with(&["group.initial.rebalance.delay.ms=0"]);
+    let mut c = b.client();
+    assert_eq!(c.create_topic("t", 2, &[]), 0);
+    join_and_sync(&mut c, "stable");
+    let (err, _) = c.produce("t", 0, batch(&["x"]), -1);
+    assert_eq!(err, 0);
+
+    let mut exercised = 0;
+    for a in advertised(&mut c) {
+        let api = ApiKey::try_from(a.api_key).expect("advertised key is a known API");
+        for v in a.min_version..=a.max_version {
+            // Produce v0-2 are advertised for old librdkafka's sake only (see dispatch.rs);
+            // tests/bad_input.rs checks that such a request closes just that connection.
+            if api == ApiKey::Produce && v < 3 {
+                continue;
+            }
+            exercise(&mut c, api, v);
+            exercised += 1;
+        }
+    }
+    // 29 APIs over more than 140 versions today; a shrinking table means a lost API.
+    assert!(exercised >= 140, "only {exercised} API versions exercised");
+    // The same connection served all of them, in order.
+    let r: ApiVersionsResponse = c.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    assert_eq!(r.error_code, 0);
+}
