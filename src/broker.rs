@@ -74,6 +74,8 @@ impl Broker {
                 },
                 offsets_retention: ms(config.offsets_retention_ms),
                 retention_check_interval: ms(config.offsets_retention_check_interval_ms),
+                consumer_session_timeout: ms(config.group_consumer_session_timeout_ms),
+                consumer_heartbeat_interval: ms(config.group_consumer_heartbeat_interval_ms),
             },
         )?);
         let (shutdown, _) = watch::channel(false);

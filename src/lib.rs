@@ -8,7 +8,8 @@
 //! - [`handlers`]: one small module per API family: check, delegate, respond.
 //! - [`topics`]: the topic catalog (names, stable ids, partitions, config overrides).
 //! - [`topic_config`]: topic config keys, defaults, validation, effective settings.
-//! - [`coordinator`]: consumer groups: a pure state machine per group, committed offsets.
+//! - [`coordinator`]: consumer groups (classic and KIP-848), each a pure state machine, and
+//!   committed offsets.
 //! - [`log`]: a partition's log: offsets, leader epochs, idempotence, HW/LEO, retention.
 //! - [`storage`]: narrow storage traits; `storage::rocks` is the only place RocksDB is named.
 //! - [`error`]: our errors and the one mapping to Kafka error codes.

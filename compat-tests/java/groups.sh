@@ -91,6 +91,22 @@ check_groups() {
 
   check_group_split "$gt"
   check_verifiable_consumer "$gt"
+  check_consumer_protocol "$gt" "$leo"
+}
+
+# group.protocol=consumer (KIP-848: ConsumerGroupHeartbeat, server-side assignment), then
+# kafka-consumer-groups --describe (ConsumerGroupDescribe + OffsetFetch) shows lag 0.
+check_consumer_protocol() {
+  local topic="$1" leo="$2" grp="cairn-jt-848-$RUN_ID" rc got
+  tool c848 org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$topic" --group "$grp" \
+    --consumer-property group.protocol=consumer --from-beginning --max-messages 400 --timeout-ms 30000; rc=$?
+  got=$(sort -u "$WORK/c848.out" | wc -l)
+  if [[ $rc -eq 0 && $got -eq 400 ]]; then pass consumer-protocol-848
+  else fail consumer-protocol-848 "read $got distinct of 400 ($(why $rc c848))"; fi
+  local want; want=$(awk '{ print $1, $2, $2, 0 }' <<<"$leo")
+  got=$(describe_offsets d848 "$grp" "$topic"); rc=$?
+  if [[ $rc -eq 0 && "$got" == "$want" ]]; then pass consumer-protocol-848-describe
+  else fail consumer-protocol-848-describe "want [$(echo $want)] got [$(echo $got)] ($(why $rc d848)); stdout: $(snip "$WORK/d848.out" 400)"; fi
 }
 
 # Two console consumers in one group (cooperative-sticky) split a topic's partitions:

@@ -7,6 +7,7 @@
 //! All groups sit behind one mutex: every operation on a group is a few map updates, and
 //! the store write under it is one unsynced RocksDB WriteBatch.
 
+pub mod consumer;
 pub mod group;
 
 use std::collections::HashMap;
@@ -21,6 +22,7 @@ use tokio::time::Instant;
 use crate::broker::now_ms;
 use crate::error::{Error, Result};
 use crate::storage::{GroupCf, GroupChange, GroupStore};
+use consumer::{ConsumerGroup, ConsumerMember, Heartbeat, HeartbeatResult};
 use group::{
     Committed, Group, GroupLimits, GroupRecord, GroupState, Join, JoinResult, Member, Outcome,
     Persist, Reply, SyncResult,
@@ -32,6 +34,9 @@ pub struct CoordinatorConfig {
     pub limits: GroupLimits,
     pub offsets_retention: Duration,
     pub retention_check_interval: Duration,
+    /// KIP-848 groups: `group.consumer.session.timeout.ms`, `.heartbeat.interval.ms`.
+    pub consumer_session_timeout: Duration,
+    pub consumer_heartbeat_interval: Duration,
 }
 
 pub struct Coordinator {
@@ -44,7 +49,10 @@ pub struct Coordinator {
 
 #[derive(Default)]
 struct Inner {
+    /// Classic groups, and the committed offsets of every group.
     groups: HashMap<String, Group>,
+    /// KIP-848 consumer groups (their offsets live in `groups` under the same id).
+    consumers: HashMap<String, ConsumerGroup>,
     joins: HashMap<(String, String), oneshot::Sender<JoinResult>>,
     syncs: HashMap<(String, String), oneshot::Sender<SyncResult>>,
 }
@@ -61,7 +69,19 @@ pub struct Described {
 pub struct Listed {
     pub id: String,
     pub protocol_type: String,
-    pub state: GroupState,
+    pub state: &'static str,
+    /// "classic" or "consumer"
+    pub group_type: &'static str,
+}
+
+/// A KIP-848 group as ConsumerGroupDescribe shows it.
+pub struct ConsumerDescribed {
+    pub state: &'static str,
+    pub epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor: &'static str,
+    /// (member, its target assignment)
+    pub members: Vec<(ConsumerMember, Vec<(String, i32)>)>,
 }
 
 impl Coordinator {
@@ -108,6 +128,9 @@ impl Coordinator {
     pub async fn join(&self, group_id: &str, j: Join) -> JoinResult {
         let rx = {
             let mut inner = self.lock();
+            if inner.consumers.get(group_id).is_some_and(|c| !c.is_empty()) {
+                return JoinResult::error(ResponseError::InconsistentGroupProtocol, &j.member_id);
+            }
             let now = Instant::now();
             let limits = self.config.limits;
             let g = inner
@@ -224,11 +247,19 @@ impl Coordinator {
     ) -> std::result::Result<(), ResponseError> {
         let mut inner = self.lock();
         let limits = self.config.limits;
+        let consumer_check = inner
+            .consumers
+            .get(group_id)
+            .filter(|c| !c.is_empty() || !member.is_empty())
+            .map(|c| c.check_commit(member, generation));
         let g = inner
             .groups
             .entry(group_id.to_string())
             .or_insert_with(|| Group::new(group_id, limits, Instant::now()));
-        g.check_commit(member, instance_id, generation)?;
+        match consumer_check {
+            Some(check) => check?,
+            None => g.check_commit(member, instance_id, generation)?,
+        }
         for (topic, partition, c) in offsets {
             g.commit(&topic, partition, c);
         }
@@ -289,7 +320,15 @@ impl Coordinator {
         if !g.is_empty() && g.protocol_type.as_deref() != Some("consumer") {
             return Err(ResponseError::NonEmptyGroup);
         }
-        let subscribed = g.subscribed_topics();
+        let mut subscribed = g.subscribed_topics();
+        if let Some(c) = inner.consumers.get(group_id) {
+            subscribed.extend(
+                c.members
+                    .values()
+                    .flat_map(|m| m.subscribed.iter().cloned()),
+            );
+        }
+        let g = inner.groups.get_mut(group_id).expect("checked above");
         let mut out = Vec::new();
         for (topic, partitions) in topics {
             for p in partitions {
@@ -314,13 +353,20 @@ impl Coordinator {
         let mut out: Vec<Listed> = inner
             .groups
             .values()
-            .filter(|g| g.state != GroupState::Dead)
+            .filter(|g| g.state != GroupState::Dead && !inner.consumers.contains_key(&g.id))
             .map(|g| Listed {
                 id: g.id.clone(),
                 protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                state: g.state,
+                state: g.state.name(),
+                group_type: "classic",
             })
             .collect();
+        out.extend(inner.consumers.iter().map(|(id, c)| Listed {
+            id: id.clone(),
+            protocol_type: "consumer".to_string(),
+            state: c.state_name(),
+            group_type: "consumer",
+        }));
         out.sort_by(|a, b| a.id.cmp(&b.id));
         out
     }
@@ -342,6 +388,15 @@ impl Coordinator {
     /// DeleteGroups for one group.
     pub fn delete_group(&self, group_id: &str) -> std::result::Result<(), ResponseError> {
         let mut inner = self.lock();
+        if let Some(c) = inner.consumers.get(group_id) {
+            if !c.is_empty() {
+                return Err(ResponseError::NonEmptyGroup);
+            }
+            inner.consumers.remove(group_id);
+            if !inner.groups.contains_key(group_id) {
+                return Ok(());
+            }
+        }
         let g = inner
             .groups
             .get_mut(group_id)
@@ -354,6 +409,73 @@ impl Coordinator {
         g.delete();
         self.settle(&mut inner, group_id);
         Ok(())
+    }
+
+    /// ConsumerGroupHeartbeat (KIP-848). `partitions` gives a topic's partition count.
+    pub fn consumer_heartbeat(
+        &self,
+        group_id: &str,
+        h: Heartbeat,
+        partitions: &dyn Fn(&str) -> Option<i32>,
+    ) -> HeartbeatResult {
+        let mut inner = self.lock();
+        if inner
+            .groups
+            .get(group_id)
+            .is_some_and(|g| !g.is_empty() && g.state != GroupState::Dead)
+        {
+            return HeartbeatResult {
+                error: Some((
+                    ResponseError::GroupIdNotFound,
+                    format!("group {group_id} is a classic group with members"),
+                )),
+                member_id: h.member_id,
+                epoch: -1,
+                assignment: None,
+            };
+        }
+        let joining = h.epoch == 0;
+        let c = inner.consumers.entry(group_id.to_string()).or_default();
+        let r = c.heartbeat(
+            Instant::now(),
+            self.config.consumer_session_timeout,
+            h,
+            partitions,
+        );
+        drop(inner);
+        if joining {
+            self.wake.notify_one();
+        }
+        r
+    }
+
+    pub fn consumer_heartbeat_interval(&self) -> Duration {
+        self.config.consumer_heartbeat_interval
+    }
+
+    /// ConsumerGroupDescribe: `None` when `group_id` is not a KIP-848 group (Kafka answers
+    /// GROUP_ID_NOT_FOUND, and the admin client then asks DescribeGroups).
+    pub fn consumer_describe(&self, group_id: &str) -> Option<ConsumerDescribed> {
+        let inner = self.lock();
+        let c = inner.consumers.get(group_id)?;
+        Some(ConsumerDescribed {
+            state: c.state_name(),
+            epoch: c.epoch,
+            assignment_epoch: c.assignment_epoch,
+            assignor: c.assignor_name(),
+            members: c
+                .members
+                .values()
+                .map(|m| {
+                    let target = c
+                        .target
+                        .get(&m.id)
+                        .map(|t| t.iter().cloned().collect())
+                        .unwrap_or_default();
+                    (m.clone(), target)
+                })
+                .collect(),
+        })
     }
 
     /// Delivers a group's delayed answers and writes what it wants persisted; forgets dead
@@ -407,6 +529,13 @@ impl Coordinator {
                 let now = Instant::now();
                 let ids: Vec<String> = inner.groups.keys().cloned().collect();
                 let sweep = now >= next_sweep;
+                for c in inner.consumers.values_mut() {
+                    c.tick(now);
+                }
+                if sweep {
+                    // empty KIP-848 groups keep only their offsets, under `groups`
+                    inner.consumers.retain(|_, c| !c.is_empty());
+                }
                 for id in &ids {
                     if let Some(g) = inner.groups.get_mut(id) {
                         g.tick(now);
@@ -427,6 +556,7 @@ impl Coordinator {
                     .groups
                     .values()
                     .filter_map(|g| g.next_deadline())
+                    .chain(inner.consumers.values().filter_map(|c| c.next_deadline()))
                     .min()
                     .unwrap_or(next_sweep)
                     .min(next_sweep)
@@ -539,6 +669,8 @@ mod tests {
             },
             offsets_retention: Duration::from_secs(7 * 24 * 3600),
             retention_check_interval: Duration::from_secs(600),
+            consumer_session_timeout: Duration::from_secs(45),
+            consumer_heartbeat_interval: Duration::from_secs(5),
         }
     }
 

@@ -156,6 +156,16 @@ fn broker_entries(c: &Config, only: Option<&[StrBytes]>) -> Vec<DescribeConfigsR
             Kind::Int,
         ),
         (
+            "group.consumer.session.timeout.ms",
+            c.group_consumer_session_timeout_ms.to_string(),
+            Kind::Int,
+        ),
+        (
+            "group.consumer.heartbeat.interval.ms",
+            c.group_consumer_heartbeat_interval_ms.to_string(),
+            Kind::Int,
+        ),
+        (
             "offsets.retention.minutes",
             (c.offsets_retention_ms / 60_000).to_string(),
             Kind::Int,

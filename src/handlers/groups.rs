@@ -266,18 +266,17 @@ pub async fn list_groups(
         .groups
         .list()
         .into_iter()
-        .filter(|g| states.is_empty() || states.contains(&g.state.name().to_ascii_lowercase()))
-        // Every group here speaks the classic protocol.
-        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+        .filter(|g| states.is_empty() || states.contains(&g.state.to_ascii_lowercase()))
+        .filter(|g| types.is_empty() || types.iter().any(|t| t == g.group_type))
         .map(|g| {
             let mut l = ListedGroup::default()
                 .with_group_id(GroupId(str_bytes(g.id)))
                 .with_protocol_type(str_bytes(g.protocol_type));
             if v >= 4 {
-                l = l.with_group_state(str_bytes(g.state.name()));
+                l = l.with_group_state(str_bytes(g.state));
             }
             if v >= 5 {
-                l = l.with_group_type(str_bytes("classic"));
+                l = l.with_group_type(str_bytes(g.group_type));
             }
             l
         })

@@ -4,6 +4,7 @@
 
 pub mod api_versions;
 pub mod configs;
+pub mod consumer_groups;
 pub mod delete_records;
 pub mod describe_cluster;
 pub mod describe_log_dirs;

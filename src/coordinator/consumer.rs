@@ -1,0 +1,606 @@
+//! One group of the KIP-848 consumer protocol (ConsumerGroupHeartbeat) as a pure state
+//! machine: the broker assigns partitions, members converge to their target assignment by
+//! heartbeating.
+//!
+//! Epochs, as in Kafka's `ConsumerGroup`: the group epoch moves on every membership,
+//! subscription or partition-count change; the target assignment is recomputed for it and
+//! stamped with the same assignment epoch. A member reaches the assignment epoch once it has
+//! given up (and confirmed giving up, by listing what it owns) every partition that is no
+//! longer its; it is given a partition only after the previous owner has let go, so no
+//! partition is ever owned by two members.
+//!
+//! Membership is not persisted: after a restart a member's heartbeat gets UNKNOWN_MEMBER_ID
+//! and it rejoins with epoch 0 (committed offsets are persisted, with the classic groups').
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use kafka_protocol::ResponseError;
+use tokio::time::Instant;
+
+/// A topic partition by name.
+pub type Tp = (String, i32);
+
+/// The assignors the broker runs (`group.consumer.assignors`); the first is the default.
+pub const ASSIGNORS: &[&str] = &["uniform", "range"];
+
+#[derive(Debug, Clone)]
+pub struct ConsumerMember {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub epoch: i32,
+    previous_epoch: i32,
+    pub rebalance_timeout: Duration,
+    pub subscribed: Vec<String>,
+    pub assignor: Option<String>,
+    /// What the member has been told it owns.
+    pub assigned: BTreeSet<Tp>,
+    /// Taken away, but the member has not yet confirmed letting go.
+    pub revoking: BTreeSet<Tp>,
+    /// The assignment in our last answer, to send it again only when it changes.
+    last_sent: Option<BTreeSet<Tp>>,
+    deadline: Instant,
+}
+
+/// A ConsumerGroupHeartbeat request, decoded (topic ids already mapped to names).
+#[derive(Debug, Clone, Default)]
+pub struct Heartbeat {
+    pub member_id: String,
+    pub epoch: i32,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub rebalance_timeout: Duration,
+    pub subscribed: Option<Vec<String>>,
+    pub regex: Option<String>,
+    pub assignor: Option<String>,
+    /// What the member owns now, when it says (null = unchanged since last time).
+    pub owned: Option<Vec<Tp>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeartbeatResult {
+    pub error: Option<(ResponseError, String)>,
+    pub member_id: String,
+    pub epoch: i32,
+    /// Present when it changed (or on joining): the member's whole assignment.
+    pub assignment: Option<BTreeSet<Tp>>,
+}
+
+impl HeartbeatResult {
+    fn error(e: ResponseError, msg: impl Into<String>, member_id: &str) -> HeartbeatResult {
+        HeartbeatResult {
+            error: Some((e, msg.into())),
+            member_id: member_id.to_string(),
+            epoch: -1,
+            assignment: None,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct ConsumerGroup {
+    pub epoch: i32,
+    pub assignment_epoch: i32,
+    pub members: BTreeMap<String, ConsumerMember>,
+    pub target: BTreeMap<String, BTreeSet<Tp>>,
+    /// Partition counts of the subscribed topics the target was computed from.
+    topics_seen: BTreeMap<String, i32>,
+}
+
+impl ConsumerGroup {
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Kafka's names: Empty, Assigning, Reconciling, Stable.
+    pub fn state_name(&self) -> &'static str {
+        if self.members.is_empty() {
+            "Empty"
+        } else if self.assignment_epoch < self.epoch {
+            "Assigning"
+        } else if self
+            .members
+            .values()
+            .any(|m| m.epoch != self.assignment_epoch || !m.revoking.is_empty())
+        {
+            "Reconciling"
+        } else {
+            "Stable"
+        }
+    }
+
+    pub fn assignor_name(&self) -> &'static str {
+        let wanted = self.members.values().find_map(|m| m.assignor.as_deref());
+        ASSIGNORS
+            .iter()
+            .copied()
+            .find(|a| Some(*a) == wanted)
+            .unwrap_or(ASSIGNORS[0])
+    }
+
+    /// Handles one heartbeat. `partitions` gives a topic's partition count (None: no such
+    /// topic).
+    pub fn heartbeat(
+        &mut self,
+        now: Instant,
+        session_timeout: Duration,
+        h: Heartbeat,
+        partitions: &dyn Fn(&str) -> Option<i32>,
+    ) -> HeartbeatResult {
+        if h.regex.as_deref().is_some_and(|r| !r.is_empty()) {
+            return HeartbeatResult::error(
+                ResponseError::InvalidRequest,
+                "subscribing by regular expression is not supported by this broker yet",
+                &h.member_id,
+            );
+        }
+        if let Some(a) = h.assignor.as_deref() {
+            if !ASSIGNORS.contains(&a) {
+                return HeartbeatResult::error(
+                    ResponseError::UnsupportedAssignor,
+                    format!("assignor {a} is not one of {ASSIGNORS:?}"),
+                    &h.member_id,
+                );
+            }
+        }
+        let id = match h.epoch {
+            -1 | -2 => return self.leave(&h),
+            0 => self.join(now, session_timeout, &h),
+            e => {
+                let Some(m) = self.members.get(&h.member_id) else {
+                    return HeartbeatResult::error(
+                        ResponseError::UnknownMemberId,
+                        format!("member {} is not in the group", h.member_id),
+                        &h.member_id,
+                    );
+                };
+                // A member that missed our last answer may still speak with its previous
+                // epoch, as long as it owns nothing it was not given.
+                let lost_answer = e == m.previous_epoch
+                    && h.owned
+                        .as_ref()
+                        .is_some_and(|o| o.iter().all(|tp| m.assigned.contains(tp)));
+                if e != m.epoch && !lost_answer {
+                    return HeartbeatResult::error(
+                        ResponseError::FencedMemberEpoch,
+                        format!("epoch {e} is not the member's epoch {}", m.epoch),
+                        &h.member_id,
+                    );
+                }
+                if lost_answer {
+                    self.members.get_mut(&h.member_id).expect("found").last_sent = None;
+                }
+                h.member_id.clone()
+            }
+        };
+        let m = self.members.get_mut(&id).expect("member present");
+        m.deadline = now + session_timeout;
+        if let Some(s) = &h.subscribed {
+            let mut s = s.clone();
+            s.sort();
+            s.dedup();
+            if s != m.subscribed {
+                m.subscribed = s;
+                self.epoch += 1;
+            }
+        }
+        if h.assignor.is_some() {
+            m.assignor = h.assignor.clone();
+        }
+        let m = self.members.get_mut(&id).expect("member present");
+        if let Some(owned) = &h.owned {
+            // what it no longer lists is released
+            m.revoking.retain(|tp| owned.contains(tp));
+        }
+        self.refresh(partitions);
+        self.reconcile(&id);
+        let m = self.members.get_mut(&id).expect("member present");
+        let changed = m.last_sent.as_ref() != Some(&m.assigned);
+        let reported_differs = h
+            .owned
+            .as_ref()
+            .is_some_and(|o| o.iter().cloned().collect::<BTreeSet<Tp>>() != m.assigned);
+        let assignment = if changed || reported_differs || h.epoch == 0 {
+            m.last_sent = Some(m.assigned.clone());
+            Some(m.assigned.clone())
+        } else {
+            None
+        };
+        HeartbeatResult {
+            error: None,
+            member_id: id,
+            epoch: m.epoch,
+            assignment,
+        }
+    }
+
+    fn join(&mut self, now: Instant, session_timeout: Duration, h: &Heartbeat) -> String {
+        let id = if h.member_id.is_empty() {
+            uuid::Uuid::new_v4().simple().to_string()
+        } else {
+            h.member_id.clone()
+        };
+        // A static member restarting takes over its old slot.
+        if let Some(instance) = &h.instance_id {
+            let old: Vec<String> = self
+                .members
+                .values()
+                .filter(|m| m.instance_id.as_ref() == Some(instance) && m.id != id)
+                .map(|m| m.id.clone())
+                .collect();
+            for o in old {
+                self.members.remove(&o);
+                self.target.remove(&o);
+            }
+        }
+        self.members.insert(
+            id.clone(),
+            ConsumerMember {
+                id: id.clone(),
+                instance_id: h.instance_id.clone(),
+                rack_id: h.rack_id.clone(),
+                client_id: h.client_id.clone(),
+                client_host: h.client_host.clone(),
+                epoch: 0,
+                previous_epoch: -1,
+                rebalance_timeout: h.rebalance_timeout,
+                subscribed: Vec::new(),
+                assignor: None,
+                assigned: BTreeSet::new(),
+                revoking: BTreeSet::new(),
+                last_sent: None,
+                deadline: now + session_timeout,
+            },
+        );
+        self.epoch += 1;
+        id
+    }
+
+    fn leave(&mut self, h: &Heartbeat) -> HeartbeatResult {
+        if self.members.remove(&h.member_id).is_none() {
+            return HeartbeatResult::error(
+                ResponseError::UnknownMemberId,
+                format!("member {} is not in the group", h.member_id),
+                &h.member_id,
+            );
+        }
+        self.target.remove(&h.member_id);
+        self.epoch += 1;
+        HeartbeatResult {
+            error: None,
+            member_id: h.member_id.clone(),
+            epoch: h.epoch,
+            assignment: None,
+        }
+    }
+
+    /// Removes members whose session expired.
+    pub fn tick(&mut self, now: Instant) {
+        let expired: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| m.deadline <= now)
+            .map(|m| m.id.clone())
+            .collect();
+        for id in expired {
+            tracing::info!(member = %id, "consumer group member session expired");
+            self.members.remove(&id);
+            self.target.remove(&id);
+            self.epoch += 1;
+        }
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.members.values().map(|m| m.deadline).min()
+    }
+
+    /// Checks an OffsetCommit from a member (epoch -1 and no member: an assign()-only
+    /// consumer, allowed while the group has no members).
+    pub fn check_commit(&self, member_id: &str, epoch: i32) -> Result<(), ResponseError> {
+        if member_id.is_empty() && epoch < 0 {
+            return match self.members.is_empty() {
+                true => Ok(()),
+                false => Err(ResponseError::UnknownMemberId),
+            };
+        }
+        let m = self
+            .members
+            .get(member_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
+        if epoch != m.epoch {
+            return Err(ResponseError::StaleMemberEpoch);
+        }
+        Ok(())
+    }
+
+    /// Recomputes the target assignment when the group epoch moved or a subscribed topic's
+    /// partition count changed.
+    fn refresh(&mut self, partitions: &dyn Fn(&str) -> Option<i32>) {
+        let topics: BTreeSet<&String> = self.members.values().flat_map(|m| &m.subscribed).collect();
+        let seen: BTreeMap<String, i32> = topics
+            .into_iter()
+            .filter_map(|t| partitions(t).map(|n| (t.clone(), n)))
+            .collect();
+        if seen != self.topics_seen {
+            self.topics_seen = seen;
+            self.epoch += 1;
+        }
+        if self.assignment_epoch == self.epoch {
+            return;
+        }
+        self.target = match self.assignor_name() {
+            "range" => range(&self.members, &self.topics_seen),
+            _ => uniform(&self.members, &self.topics_seen, &self.target),
+        };
+        self.assignment_epoch = self.epoch;
+    }
+
+    /// Moves one member towards its target: first revoke, then (once confirmed) take the
+    /// new epoch and the free partitions of its target.
+    fn reconcile(&mut self, id: &str) {
+        let desired = self.target.get(id).cloned().unwrap_or_default();
+        let held_by_others: BTreeSet<Tp> = self
+            .members
+            .values()
+            .filter(|m| m.id != id)
+            .flat_map(|m| m.assigned.iter().chain(&m.revoking).cloned())
+            .collect();
+        let assignment_epoch = self.assignment_epoch;
+        let m = self.members.get_mut(id).expect("member present");
+        let to_revoke: Vec<Tp> = m.assigned.difference(&desired).cloned().collect();
+        if !to_revoke.is_empty() {
+            for tp in to_revoke {
+                m.assigned.remove(&tp);
+                m.revoking.insert(tp);
+            }
+            return;
+        }
+        if !m.revoking.is_empty() {
+            return;
+        }
+        for tp in desired.difference(&held_by_others) {
+            m.assigned.insert(tp.clone());
+        }
+        if m.epoch != assignment_epoch {
+            m.previous_epoch = m.epoch;
+            m.epoch = assignment_epoch;
+        }
+    }
+}
+
+/// Every partition of the subscribed topics, spread evenly over the members subscribed to
+/// each, keeping partitions where they are while that keeps the balance (sticky).
+fn uniform(
+    members: &BTreeMap<String, ConsumerMember>,
+    topics: &BTreeMap<String, i32>,
+    previous: &BTreeMap<String, BTreeSet<Tp>>,
+) -> BTreeMap<String, BTreeSet<Tp>> {
+    let mut out: BTreeMap<String, BTreeSet<Tp>> = members
+        .keys()
+        .map(|m| (m.clone(), BTreeSet::new()))
+        .collect();
+    let all: Vec<Tp> = topics
+        .iter()
+        .flat_map(|(t, n)| (0..*n).map(move |p| (t.clone(), p)))
+        .collect();
+    if members.is_empty() {
+        return out;
+    }
+    let quota = all.len().div_ceil(members.len());
+    let eligible = |tp: &Tp| -> Vec<&String> {
+        members
+            .values()
+            .filter(|m| m.subscribed.contains(&tp.0))
+            .map(|m| &m.id)
+            .collect()
+    };
+    let mut left = Vec::new();
+    for tp in &all {
+        let keeper = previous
+            .iter()
+            .find(|(_, tps)| tps.contains(tp))
+            .map(|(m, _)| m)
+            .filter(|m| {
+                members
+                    .get(*m)
+                    .is_some_and(|x| x.subscribed.contains(&tp.0))
+                    && out.get(*m).is_some_and(|a| a.len() < quota)
+            });
+        match keeper {
+            Some(m) => {
+                out.get_mut(m).expect("member").insert(tp.clone());
+            }
+            None => left.push(tp.clone()),
+        }
+    }
+    // the most constrained partitions (fewest subscribed members) first
+    left.sort_by_key(|tp| eligible(tp).len());
+    for tp in left {
+        if let Some(m) = eligible(&tp)
+            .into_iter()
+            .min_by_key(|m| (out[*m].len(), (*m).clone()))
+        {
+            out.get_mut(m).expect("member").insert(tp);
+        }
+    }
+    out
+}
+
+/// Kafka's range assignor per topic: contiguous ranges, the first members one more.
+fn range(
+    members: &BTreeMap<String, ConsumerMember>,
+    topics: &BTreeMap<String, i32>,
+) -> BTreeMap<String, BTreeSet<Tp>> {
+    let mut out: BTreeMap<String, BTreeSet<Tp>> = members
+        .keys()
+        .map(|m| (m.clone(), BTreeSet::new()))
+        .collect();
+    for (t, n) in topics {
+        let subs: Vec<&String> = members
+            .values()
+            .filter(|m| m.subscribed.contains(t))
+            .map(|m| &m.id)
+            .collect();
+        if subs.is_empty() {
+            continue;
+        }
+        let (each, extra) = (*n as usize / subs.len(), *n as usize % subs.len());
+        let mut p = 0i32;
+        for (i, m) in subs.iter().enumerate() {
+            let count = each + usize::from(i < extra);
+            for _ in 0..count {
+                out.get_mut(*m).expect("member").insert((t.clone(), p));
+                p += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SESSION: Duration = Duration::from_secs(45);
+
+    fn parts(t: &str) -> Option<i32> {
+        match t {
+            "t" => Some(4),
+            "u" => Some(2),
+            _ => None,
+        }
+    }
+
+    fn hb(member: &str, epoch: i32, owned: Option<&BTreeSet<Tp>>) -> Heartbeat {
+        Heartbeat {
+            member_id: member.to_string(),
+            epoch,
+            subscribed: (epoch == 0).then(|| vec!["t".to_string()]),
+            owned: owned.map(|o| o.iter().cloned().collect()),
+            rebalance_timeout: Duration::from_secs(30),
+            ..Default::default()
+        }
+    }
+
+    fn tps(list: &[i32]) -> BTreeSet<Tp> {
+        list.iter().map(|p| ("t".to_string(), *p)).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn members_converge_without_sharing_a_partition() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::default();
+        let a = g.heartbeat(now, SESSION, hb("a", 0, None), &parts);
+        assert_eq!(a.error, None);
+        assert_eq!(a.assignment, Some(tps(&[0, 1, 2, 3])));
+        assert_eq!(g.state_name(), "Stable");
+        let a_epoch = a.epoch;
+
+        // b joins: the target splits 2/2, but b gets nothing until a lets go
+        let b = g.heartbeat(now, SESSION, hb("b", 0, None), &parts);
+        assert_eq!(b.assignment, Some(BTreeSet::new()));
+        assert_eq!(g.state_name(), "Reconciling");
+        // a is told to keep only its half; its epoch does not move yet
+        let a2 = g.heartbeat(now, SESSION, hb("a", a_epoch, None), &parts);
+        let kept = a2.assignment.clone().unwrap();
+        assert_eq!(kept.len(), 2);
+        assert_eq!(a2.epoch, a_epoch, "epoch moves only after the revocation");
+        // b still waits: a has not confirmed
+        let b2 = g.heartbeat(now, SESSION, hb("b", b.epoch, None), &parts);
+        assert_eq!(b2.assignment, None, "nothing new for b yet");
+        // a confirms by listing what it owns now
+        let a3 = g.heartbeat(now, SESSION, hb("a", a_epoch, Some(&kept)), &parts);
+        assert!(a3.epoch > a_epoch);
+        let b3 = g.heartbeat(now, SESSION, hb("b", b2.epoch, None), &parts);
+        let got = b3.assignment.unwrap();
+        assert_eq!(got.len(), 2);
+        assert!(got.is_disjoint(&kept));
+        assert_eq!(g.state_name(), "Stable");
+        // a stale epoch is fenced; an unknown member is refused
+        let stale = g.heartbeat(now, SESSION, hb("a", a_epoch - 1, None), &parts);
+        assert_eq!(stale.error.unwrap().0, ResponseError::FencedMemberEpoch);
+        let unknown = g.heartbeat(now, SESSION, hb("zz", 3, None), &parts);
+        assert_eq!(unknown.error.unwrap().0, ResponseError::UnknownMemberId);
+        // b leaves: a gets everything back
+        let left = g.heartbeat(now, SESSION, hb("b", -1, None), &parts);
+        assert_eq!((left.error, left.epoch), (None, -1));
+        let a4 = g.heartbeat(now, SESSION, hb("a", a3.epoch, None), &parts);
+        assert_eq!(a4.assignment, Some(tps(&[0, 1, 2, 3])));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sessions_expire() {
+        let t0 = Instant::now();
+        let mut g = ConsumerGroup::default();
+        g.heartbeat(t0, SESSION, hb("a", 0, None), &parts);
+        assert_eq!(g.next_deadline(), Some(t0 + SESSION));
+        tokio::time::advance(SESSION).await;
+        g.tick(Instant::now());
+        assert!(g.is_empty());
+        assert_eq!(g.state_name(), "Empty");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn commits_need_the_current_epoch() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::default();
+        assert_eq!(g.check_commit("", -1), Ok(()));
+        let a = g.heartbeat(now, SESSION, hb("a", 0, None), &parts);
+        assert_eq!(g.check_commit("a", a.epoch), Ok(()));
+        assert_eq!(
+            g.check_commit("a", a.epoch - 1),
+            Err(ResponseError::StaleMemberEpoch)
+        );
+        assert_eq!(g.check_commit("", -1), Err(ResponseError::UnknownMemberId));
+    }
+
+    #[test]
+    fn assignors_balance() {
+        let member = |id: &str, topics: &[&str]| ConsumerMember {
+            id: id.into(),
+            instance_id: None,
+            rack_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            epoch: 0,
+            previous_epoch: -1,
+            rebalance_timeout: Duration::ZERO,
+            subscribed: topics.iter().map(|t| t.to_string()).collect(),
+            assignor: None,
+            assigned: BTreeSet::new(),
+            revoking: BTreeSet::new(),
+            last_sent: None,
+            deadline: Instant::now(),
+        };
+        let members: BTreeMap<String, ConsumerMember> = [
+            ("a", &["t", "u"][..]),
+            ("b", &["t", "u"][..]),
+            ("c", &["t"][..]),
+        ]
+        .iter()
+        .map(|(id, ts)| (id.to_string(), member(id, ts)))
+        .collect();
+        let topics: BTreeMap<String, i32> = [("t".into(), 4), ("u".into(), 2)].into();
+        let u = uniform(&members, &topics, &BTreeMap::new());
+        let sizes: Vec<usize> = u.values().map(|s| s.len()).collect();
+        assert_eq!(sizes.iter().sum::<usize>(), 6);
+        assert!(sizes.iter().all(|n| *n == 2), "{u:?}");
+        assert!(
+            !u["c"].iter().any(|(t, _)| t == "u"),
+            "c is not subscribed to u"
+        );
+        // sticky: the same members keep the same partitions
+        assert_eq!(uniform(&members, &topics, &u), u);
+        let r = range(&members, &topics);
+        assert_eq!(
+            r["a"],
+            [("t".into(), 0), ("t".into(), 1), ("u".into(), 0)].into()
+        );
+        assert_eq!(r["c"], [("t".into(), 3)].into());
+    }
+}
