@@ -11,8 +11,8 @@ use crate::coordinator::group::GroupLimits;
 use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::error::{Error, Result};
 use crate::storage::rocks::RocksStore;
-use crate::storage::{GroupStore, LogStore, MetaStore};
-use crate::topics::{Catalog, NewTopic};
+use crate::storage::{GroupStore, MetaStore};
+use crate::topics::{Catalog, LogDir, NewTopic};
 
 const CLUSTER_ID_KEY: &[u8] = b"cluster_id";
 const PRODUCER_ID_BLOCK_KEY: &[u8] = b"producer_id_block_end";
@@ -26,31 +26,39 @@ pub struct Broker {
     pub groups: Arc<Coordinator>,
     pub cluster_id: String,
     meta: Arc<dyn MetaStore>,
-    rocks: Option<Arc<RocksStore>>,
+    rocks: Vec<Arc<RocksStore>>,
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
     shutdown: watch::Sender<bool>,
 }
 
 impl Broker {
-    /// Opens the RocksDB store in the configured log dir and loads the catalog.
+    /// Opens a RocksDB store in each log dir and loads the catalog. The first dir also
+    /// holds the metadata (topics, ids, counters) and the group coordinator's state.
     pub fn open(config: Config) -> Result<Arc<Broker>> {
-        let store = Arc::new(RocksStore::open(&config.log_dir)?);
-        Self::with_stores(
-            config,
-            store.clone(),
-            store.clone(),
-            store.clone(),
-            Some(store),
-        )
+        let mut rocks = Vec::new();
+        let mut dirs = Vec::new();
+        for path in &config.log_dirs {
+            let store = Arc::new(
+                RocksStore::open(path)
+                    .map_err(|e| Error::Storage(format!("log dir {}: {e}", path.display())))?,
+            );
+            dirs.push(LogDir {
+                path: path.clone(),
+                store: store.clone(),
+            });
+            rocks.push(store);
+        }
+        let first = rocks[0].clone();
+        Self::with_stores(config, first.clone(), dirs, first, rocks)
     }
 
     /// Builds a broker over any stores (unit tests use the in-memory one).
     pub fn with_stores(
         config: Config,
         meta: Arc<dyn MetaStore>,
-        logs: Arc<dyn LogStore>,
+        dirs: Vec<LogDir>,
         groups: Arc<dyn GroupStore>,
-        rocks: Option<Arc<RocksStore>>,
+        rocks: Vec<Arc<RocksStore>>,
     ) -> Result<Arc<Broker>> {
         let config = Arc::new(config);
         let cluster_id = match meta.get(CLUSTER_ID_KEY)? {
@@ -62,7 +70,7 @@ impl Broker {
                 id
             }
         };
-        let catalog = Catalog::open(config.clone(), meta.clone(), logs)?;
+        let catalog = Catalog::open(config.clone(), meta.clone(), dirs)?;
         let ms = Duration::from_millis;
         let groups = Arc::new(Coordinator::open(
             groups,
@@ -152,10 +160,7 @@ impl Broker {
 
     /// Makes everything written so far durable (at shutdown).
     pub fn sync(&self) -> Result<()> {
-        match &self.rocks {
-            Some(r) => r.sync(),
-            None => Ok(()),
-        }
+        self.rocks.iter().try_for_each(|r| r.sync())
     }
 
     /// Applies retention to every partition every `log.retention.check.interval.ms`.

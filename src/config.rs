@@ -52,7 +52,9 @@ pub struct Config {
     pub node_id: i32,
     pub listeners: Vec<Listener>,
     pub advertised_listeners: Vec<Listener>,
-    pub log_dir: PathBuf,
+    /// `log.dirs`: the first also holds topics, groups and other metadata; partitions are
+    /// spread over all of them.
+    pub log_dirs: Vec<PathBuf>,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
     pub auto_create_topics_enable: bool,
@@ -301,23 +303,28 @@ impl Config {
                 ));
             }
         }
-        let log_dir = match p.get("log.dirs").or(p.get("log.dir")) {
+        let log_dirs = match p.get("log.dirs").or(p.get("log.dir")) {
             Some(v) => {
-                let dirs: Vec<&str> = v
+                let dirs: Vec<PathBuf> = v
                     .split(',')
                     .map(str::trim)
                     .filter(|s| !s.is_empty())
+                    .map(PathBuf::from)
                     .collect();
-                match dirs.as_slice() {
-                    [] => return Err(invalid("log.dirs", v, "no directory given")),
-                    [one] => PathBuf::from(one),
-                    [first, ..] => {
-                        tracing::warn!(used = %first, "several log.dirs given; Cairn uses the first");
-                        PathBuf::from(first)
-                    }
+                if dirs.is_empty() {
+                    return Err(invalid("log.dirs", v, "no directory given"));
                 }
+                let mut seen = std::collections::BTreeSet::new();
+                if let Some(dup) = dirs.iter().find(|d| !seen.insert(*d)) {
+                    return Err(invalid(
+                        "log.dirs",
+                        v,
+                        &format!("{} is listed twice", dup.display()),
+                    ));
+                }
+                dirs
             }
-            None => PathBuf::from("./data"),
+            None => vec![PathBuf::from("./data")],
         };
         let log_retention_ms = if p.get("log.retention.ms").is_some() {
             p.int("log.retention.ms", -1, i64::MAX)?
@@ -360,7 +367,7 @@ impl Config {
             node_id,
             listeners,
             advertised_listeners,
-            log_dir,
+            log_dirs,
             num_partitions: p.int_or("num.partitions", 1, 1, 1_000_000)? as i32,
             default_replication_factor: p.int_or(
                 "default.replication.factor",
@@ -571,7 +578,7 @@ mod tests {
         assert_eq!(c.node_id, 1);
         assert_eq!(c.listeners[0].bind_addr(), "127.0.0.1:9092");
         assert_eq!(c.advertised_listeners[0].host, "127.0.0.1");
-        assert_eq!(c.log_dir, PathBuf::from("./data"));
+        assert_eq!(c.log_dirs, vec![PathBuf::from("./data")]);
         assert_eq!(c.num_partitions, 1);
         assert_eq!(c.message_bytes_max, 1_048_588);
         assert_eq!(c.log_retention_ms, 168 * 3_600_000);
@@ -601,7 +608,7 @@ mod tests {
         let c = Config::load(Some(&file), env, &["log.dirs=/y".to_string()]).unwrap();
         assert_eq!(c.num_partitions, 5);
         assert_eq!(c.node_id, 7);
-        assert_eq!(c.log_dir, PathBuf::from("/y"));
+        assert_eq!(c.log_dirs, vec![PathBuf::from("/y")]);
     }
 
     #[test]

@@ -258,8 +258,11 @@ mod tests {
         use crate::storage::memory::MemoryStore;
         let store = Arc::new(MemoryStore::default());
         let config = crate::config::Config::load(None, Vec::new(), &[]).unwrap();
-        let broker =
-            Broker::with_stores(config, store.clone(), store.clone(), store, None).unwrap();
+        let dirs = vec![crate::topics::LogDir {
+            path: config.log_dirs[0].clone(),
+            store: store.clone(),
+        }];
+        let broker = Broker::with_stores(config, store.clone(), dirs, store, Vec::new()).unwrap();
         broker.auto_create("t").await.unwrap();
         let conn = Connection {
             listener: "PLAINTEXT".into(),

@@ -62,15 +62,18 @@ fn main() -> ExitCode {
 }
 
 async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
-    let log_dir = config.log_dir.clone();
+    let log_dirs = config.log_dirs.clone();
     let broker = tokio::task::spawn_blocking(move || Broker::open(config))
         .await?
-        .map_err(|e| anyhow::anyhow!("cannot open storage in {}: {e}", log_dir.display()))?;
+        .map_err(|e| {
+            let dirs: Vec<String> = log_dirs.iter().map(|d| d.display().to_string()).collect();
+            anyhow::anyhow!("cannot open storage in {}: {e}", dirs.join(","))
+        })?;
     let listeners = cairn::server::bind(&broker).await?;
     tracing::info!(
         node_id = broker.node_id(),
         cluster_id = %broker.cluster_id,
-        log_dir = %broker.config.log_dir.display(),
+        log_dirs = ?broker.config.log_dirs,
         startup_ms = started.elapsed().as_millis() as u64,
         "cairn started"
     );

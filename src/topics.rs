@@ -6,6 +6,7 @@
 //! the authority for this state to the controller quorum.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
@@ -23,7 +24,16 @@ const NEXT_PARTITION_KEY: &[u8] = b"next_partition_id";
 pub struct Partition {
     pub index: i32,
     pub leader_epoch: i32,
+    /// Index into the catalog's log dirs (`log.dirs` order).
+    pub dir: usize,
     pub log: PartitionLog,
+}
+
+/// One of `log.dirs` and the store in it.
+#[derive(Clone)]
+pub struct LogDir {
+    pub path: PathBuf,
+    pub store: Arc<dyn LogStore>,
 }
 
 pub struct Topic {
@@ -46,6 +56,10 @@ impl Topic {
 struct StoredPartition {
     storage_id: PartitionId,
     leader_epoch: i32,
+    /// The log dir holding the partition, as `log.dirs` names it; absent with a single dir
+    /// (so a lone data dir can be moved), and then it is the first dir.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dir: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -66,7 +80,7 @@ pub struct NewTopic<'a> {
 pub struct Catalog {
     config: Arc<Config>,
     meta: Arc<dyn MetaStore>,
-    logs: Arc<dyn LogStore>,
+    dirs: Vec<LogDir>,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
     /// Serialises catalog changes (create, delete, alter) so each is one consistent step.
     changes: tokio::sync::Mutex<()>,
@@ -104,20 +118,21 @@ impl Catalog {
     pub fn open(
         config: Arc<Config>,
         meta: Arc<dyn MetaStore>,
-        logs: Arc<dyn LogStore>,
+        dirs: Vec<LogDir>,
     ) -> Result<Catalog> {
+        assert!(!dirs.is_empty(), "at least one log dir");
         let mut topics = HashMap::new();
         for (key, value) in meta.scan_prefix(TOPIC_PREFIX)? {
             let name = String::from_utf8_lossy(&key[TOPIC_PREFIX.len()..]).into_owned();
             let stored: StoredTopic = serde_json::from_slice(&value)
                 .map_err(|e| Error::Storage(format!("topic record {name} is malformed: {e}")))?;
-            let topic = Self::materialize(&config, &logs, &name, &stored)?;
+            let topic = Self::materialize(&config, &dirs, &name, &stored)?;
             topics.insert(name, Arc::new(topic));
         }
         Ok(Catalog {
             config,
             meta,
-            logs,
+            dirs,
             topics: RwLock::new(topics),
             changes: tokio::sync::Mutex::new(()),
         })
@@ -125,7 +140,7 @@ impl Catalog {
 
     fn materialize(
         config: &Config,
-        logs: &Arc<dyn LogStore>,
+        dirs: &[LogDir],
         name: &str,
         stored: &StoredTopic,
     ) -> Result<Topic> {
@@ -133,13 +148,7 @@ impl Catalog {
             .partitions
             .iter()
             .enumerate()
-            .map(|(i, p)| {
-                Ok(Arc::new(Partition {
-                    index: i as i32,
-                    leader_epoch: p.leader_epoch,
-                    log: PartitionLog::open(p.storage_id, logs.clone(), p.leader_epoch)?,
-                }))
-            })
+            .map(|(i, p)| Self::open_partition(dirs, name, i, p))
             .collect::<Result<Vec<_>>>()?;
         Ok(Topic {
             name: name.to_string(),
@@ -148,6 +157,62 @@ impl Catalog {
             effective: Effective::resolve(&stored.configs, config),
             overrides: stored.configs.clone(),
         })
+    }
+
+    fn open_partition(
+        dirs: &[LogDir],
+        topic: &str,
+        index: usize,
+        p: &StoredPartition,
+    ) -> Result<Arc<Partition>> {
+        let dir = match &p.dir {
+            None => 0,
+            Some(path) => dirs
+                .iter()
+                .position(|d| d.path.as_path() == std::path::Path::new(path))
+                .ok_or_else(|| {
+                    Error::Storage(format!(
+                        "partition {index} of topic {topic} is in log dir {path}, which log.dirs no longer lists"
+                    ))
+                })?,
+        };
+        Ok(Arc::new(Partition {
+            index: index as i32,
+            leader_epoch: p.leader_epoch,
+            dir,
+            log: PartitionLog::open(p.storage_id, dirs[dir].store.clone(), p.leader_epoch)?,
+        }))
+    }
+
+    /// The log dirs, in `log.dirs` order.
+    pub fn dirs(&self) -> &[LogDir] {
+        &self.dirs
+    }
+
+    /// Where `n` new partitions go: each to the dir holding the fewest partitions, as
+    /// Kafka places new replicas.
+    fn place(&self, n: usize) -> Vec<usize> {
+        let mut counts = vec![0usize; self.dirs.len()];
+        for t in self.all() {
+            for p in &t.partitions {
+                counts[p.dir] += 1;
+            }
+        }
+        (0..n)
+            .map(|_| {
+                let (dir, _) = counts
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(i, c)| (**c, *i))
+                    .expect("at least one log dir");
+                counts[dir] += 1;
+                dir
+            })
+            .collect()
+    }
+
+    fn stored_dir(&self, dir: usize) -> Option<String> {
+        (self.dirs.len() > 1).then(|| self.dirs[dir].path.display().to_string())
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
@@ -238,10 +303,14 @@ impl Catalog {
         let first = self.allocate_partition_ids(t.partitions as u32)?;
         let stored = StoredTopic {
             id: Uuid::new_v4(),
-            partitions: (0..t.partitions as u32)
-                .map(|i| StoredPartition {
+            partitions: self
+                .place(t.partitions as usize)
+                .into_iter()
+                .zip(0..)
+                .map(|(dir, i)| StoredPartition {
                     storage_id: first + i,
                     leader_epoch: 0,
+                    dir: self.stored_dir(dir),
                 })
                 .collect(),
             configs: t.configs,
@@ -249,7 +318,7 @@ impl Catalog {
         self.persist(t.name, &stored)?;
         let topic = Arc::new(Self::materialize(
             &self.config,
-            &self.logs,
+            &self.dirs,
             t.name,
             &stored,
         )?);
@@ -274,10 +343,13 @@ impl Catalog {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(name);
-        let logs = self.logs.clone();
-        let ids: Vec<PartitionId> = topic.partitions.iter().map(|p| p.log.id).collect();
+        let doomed: Vec<(Arc<dyn LogStore>, PartitionId)> = topic
+            .partitions
+            .iter()
+            .map(|p| (self.dirs[p.dir].store.clone(), p.log.id))
+            .collect();
         tokio::task::spawn_blocking(move || {
-            for id in ids {
+            for (logs, id) in doomed {
                 if let Err(e) = logs.delete_partition(id) {
                     tracing::warn!(partition = id, error = %e, "could not remove a deleted topic's data");
                 }
@@ -312,20 +384,17 @@ impl Catalog {
         }
         let first = self.allocate_partition_ids((count - current) as u32)?;
         let mut stored = self.stored(&topic);
-        for i in 0..(count - current) as u32 {
+        for (dir, i) in self.place((count - current) as usize).into_iter().zip(0..) {
             stored.partitions.push(StoredPartition {
                 storage_id: first + i,
                 leader_epoch: 0,
+                dir: self.stored_dir(dir),
             });
         }
         self.persist(name, &stored)?;
         let mut partitions = topic.partitions.clone();
         for (i, p) in stored.partitions.iter().enumerate().skip(current as usize) {
-            partitions.push(Arc::new(Partition {
-                index: i as i32,
-                leader_epoch: p.leader_epoch,
-                log: PartitionLog::open(p.storage_id, self.logs.clone(), p.leader_epoch)?,
-            }));
+            partitions.push(Self::open_partition(&self.dirs, name, i, p)?);
         }
         self.replace(Topic {
             name: topic.name.clone(),
@@ -374,6 +443,7 @@ impl Catalog {
                 .map(|p| StoredPartition {
                     storage_id: p.log.id,
                     leader_epoch: p.leader_epoch,
+                    dir: self.stored_dir(p.dir),
                 })
                 .collect(),
             configs: topic.overrides.clone(),
@@ -424,7 +494,11 @@ mod tests {
 
     fn catalog(store: &Arc<MemoryStore>) -> Catalog {
         let config = Arc::new(Config::load(None, Vec::new(), &[]).unwrap());
-        Catalog::open(config, store.clone(), store.clone()).unwrap()
+        let dirs = vec![LogDir {
+            path: config.log_dirs[0].clone(),
+            store: store.clone(),
+        }];
+        Catalog::open(config, store.clone(), dirs).unwrap()
     }
 
     fn new(name: &str, partitions: i32) -> NewTopic<'_> {

@@ -184,3 +184,74 @@ fn retention_by_size_runs_in_the_background() {
     assert_eq!(c.list_offset("ret", 0, -1).1, 5);
     assert_eq!(c.produce("ret", 0, batch(&["after"]), 1), (0, 5));
 }
+
+#[test]
+fn partitions_spread_over_several_log_dirs_and_come_back_after_kill_9() {
+    use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
+    let extra = tempfile::tempdir().unwrap();
+    let (a, b) = (extra.path().join("a"), extra.path().join("b"));
+    let dirs = format!("log.dirs={},{}", a.display(), b.display());
+    let mut broker = Broker::start_with(&[&dirs]);
+    let mut c = broker.client();
+    assert_eq!(c.create_topic("spread", 4, &[]), 0);
+    for p in 0..4 {
+        let (err, _) = c.produce("spread", p, batch(&[&format!("v{p}")]), -1);
+        assert_eq!(err, 0);
+    }
+    let describe = |c: &mut common::Client| -> Vec<(String, Vec<i32>)> {
+        let r: DescribeLogDirsResponse = c.send(
+            ApiKey::DescribeLogDirs,
+            4,
+            &DescribeLogDirsRequest::default().with_topics(None),
+        );
+        r.results
+            .iter()
+            .map(|d| {
+                let mut ps: Vec<i32> = d
+                    .topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.partition_index))
+                    .collect();
+                ps.sort();
+                (d.log_dir.to_string(), ps)
+            })
+            .collect()
+    };
+    let before = describe(&mut c);
+    assert_eq!(before.len(), 2, "one result per log dir: {before:?}");
+    assert!(before[0].0.ends_with("/a") && before[1].0.ends_with("/b"));
+    assert_eq!(before[0].1.len() + before[1].1.len(), 4);
+    assert_eq!(
+        (before[0].1.len(), before[1].1.len()),
+        (2, 2),
+        "balanced: {before:?}"
+    );
+    assert!(
+        a.join("CURRENT").exists() && b.join("CURRENT").exists(),
+        "a RocksDB in each"
+    );
+
+    broker.kill9();
+    broker.restart();
+    let mut c = broker.client();
+    assert_eq!(describe(&mut c), before, "partitions stay in their dirs");
+    for p in 0..4 {
+        let (err, _, recs) = c.fetch("spread", p, 0);
+        assert_eq!(err, 0);
+        assert_eq!(recs, vec![(0, format!("v{p}"))]);
+    }
+}
+
+#[test]
+fn a_log_dir_listed_twice_is_a_config_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["--override", "log.dirs=/tmp/x,/tmp/y,/tmp/x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("log.dirs") && err.contains("listed twice"),
+        "{err}"
+    );
+}

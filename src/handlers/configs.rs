@@ -93,7 +93,15 @@ fn broker_entries(c: &Config, only: Option<&[StrBytes]>) -> Vec<DescribeConfigsR
             listeners(&c.advertised_listeners),
             Kind::String,
         ),
-        ("log.dirs", c.log_dir.display().to_string(), Kind::String),
+        (
+            "log.dirs",
+            c.log_dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            Kind::String,
+        ),
         ("num.partitions", c.num_partitions.to_string(), Kind::Int),
         (
             "default.replication.factor",

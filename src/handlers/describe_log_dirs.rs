@@ -1,4 +1,4 @@
-//! DescribeLogDirs: the one log dir, with each partition's size.
+//! DescribeLogDirs: each of `log.dirs`, with the partitions it holds and their sizes.
 
 use std::sync::Arc;
 
@@ -28,41 +28,50 @@ pub async fn handle(
             .map(|t| (t.topic.to_string(), Some(t.partitions.clone())))
             .collect(),
     };
-    let mut topics = Vec::new();
-    for (name, only) in wanted {
-        let Some(t) = broker.catalog.get(&name) else {
-            continue;
+    let dirs = broker.catalog.dirs();
+    let mut results = Vec::with_capacity(dirs.len());
+    for (index, d) in dirs.iter().enumerate() {
+        let mut topics = Vec::new();
+        for (name, only) in &wanted {
+            let Some(t) = broker.catalog.get(name) else {
+                continue;
+            };
+            let partitions: Vec<DescribeLogDirsPartition> = t
+                .partitions
+                .iter()
+                .filter(|p| p.dir == index)
+                .filter(|p| only.as_ref().is_none_or(|o| o.contains(&p.index)))
+                .map(|p| {
+                    DescribeLogDirsPartition::default()
+                        .with_partition_index(p.index)
+                        .with_partition_size(p.log.size_bytes() as i64)
+                        .with_offset_lag(0)
+                })
+                .collect();
+            if !partitions.is_empty() {
+                topics.push(
+                    DescribeLogDirsTopic::default()
+                        .with_name(topic_name(name))
+                        .with_partitions(partitions),
+                );
+            }
+        }
+        let dir = std::fs::canonicalize(&d.path).unwrap_or_else(|_| d.path.clone());
+        // The file system holding the directory, as Kafka reports it (KIP-827); -1 if unknown.
+        let (total, usable) = match rustix::fs::statvfs(&dir) {
+            Ok(s) => (
+                i64::try_from(s.f_blocks.saturating_mul(s.f_frsize)).unwrap_or(i64::MAX),
+                i64::try_from(s.f_bavail.saturating_mul(s.f_frsize)).unwrap_or(i64::MAX),
+            ),
+            Err(_) => (-1, -1),
         };
-        let partitions = t
-            .partitions
-            .iter()
-            .filter(|p| only.as_ref().is_none_or(|o| o.contains(&p.index)))
-            .map(|p| {
-                DescribeLogDirsPartition::default()
-                    .with_partition_index(p.index)
-                    .with_partition_size(p.log.size_bytes() as i64)
-                    .with_offset_lag(0)
-            })
-            .collect();
-        topics.push(
-            DescribeLogDirsTopic::default()
-                .with_name(topic_name(&name))
-                .with_partitions(partitions),
+        results.push(
+            DescribeLogDirsResult::default()
+                .with_log_dir(str_bytes(dir.display().to_string()))
+                .with_topics(topics)
+                .with_total_bytes(total)
+                .with_usable_bytes(usable),
         );
     }
-    let dir = std::fs::canonicalize(&broker.config.log_dir)
-        .unwrap_or_else(|_| broker.config.log_dir.clone());
-    // The file system holding the directory, as Kafka reports it (KIP-827); -1 if unknown.
-    let (total, usable) = match rustix::fs::statvfs(&dir) {
-        Ok(s) => (
-            i64::try_from(s.f_blocks.saturating_mul(s.f_frsize)).unwrap_or(i64::MAX),
-            i64::try_from(s.f_bavail.saturating_mul(s.f_frsize)).unwrap_or(i64::MAX),
-        ),
-        Err(_) => (-1, -1),
-    };
-    DescribeLogDirsResponse::default().with_results(vec![DescribeLogDirsResult::default()
-        .with_log_dir(str_bytes(dir.display().to_string()))
-        .with_topics(topics)
-        .with_total_bytes(total)
-        .with_usable_bytes(usable)])
+    DescribeLogDirsResponse::default().with_results(results)
 }
