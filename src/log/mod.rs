@@ -11,6 +11,7 @@ pub mod batch;
 pub mod producer;
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use bytes::{Bytes, BytesMut};
@@ -23,6 +24,10 @@ use producer::{ProducerState, SeqCheck};
 
 /// Bytes of recent batches each partition keeps in memory for tail reads.
 pub const TAIL_CACHE_BYTES_MAX: usize = 2 << 20;
+/// Bytes all partitions' tail caches may hold together: past it, a partition that appends
+/// keeps only its newest batch, so memory stays bounded however many partitions there are.
+pub const TAIL_CACHE_TOTAL_BYTES_MAX: usize = 64 << 20;
+static TAIL_CACHE_TOTAL: AtomicUsize = AtomicUsize::new(0);
 
 /// How a produced batch is to be appended.
 #[derive(Debug, Clone, Copy)]
@@ -230,9 +235,15 @@ impl PartitionLog {
                 last: meta.last_offset,
                 bytes: stamped,
             });
-            while s.tail_bytes > TAIL_CACHE_BYTES_MAX && s.tail.len() > 1 {
+            let added = s.tail.back().map_or(0, |c| c.bytes.len());
+            let mut total = TAIL_CACHE_TOTAL.fetch_add(added, Ordering::Relaxed) + added;
+            while (s.tail_bytes > TAIL_CACHE_BYTES_MAX || total > TAIL_CACHE_TOTAL_BYTES_MAX)
+                && s.tail.len() > 1
+            {
                 if let Some(c) = s.tail.pop_front() {
                     s.tail_bytes -= c.bytes.len();
+                    total = TAIL_CACHE_TOTAL.fetch_sub(c.bytes.len(), Ordering::Relaxed)
+                        - c.bytes.len();
                 }
             }
             // HW = min LEO over the ISR; the ISR is the leader alone.
@@ -518,9 +529,17 @@ impl PartitionLog {
         while s.tail.front().is_some_and(|c| c.last < new_start) {
             if let Some(c) = s.tail.pop_front() {
                 s.tail_bytes -= c.bytes.len();
+                TAIL_CACHE_TOTAL.fetch_sub(c.bytes.len(), Ordering::Relaxed);
             }
         }
         Ok(())
+    }
+}
+
+impl Drop for PartitionLog {
+    fn drop(&mut self) {
+        let s = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        TAIL_CACHE_TOTAL.fetch_sub(s.tail_bytes, Ordering::Relaxed);
     }
 }
 
