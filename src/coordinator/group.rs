@@ -392,8 +392,18 @@ impl Group {
             if let Some(old_id) = self.statics.get(&instance).cloned() {
                 // A static member restarting: it takes over its old slot under a new id;
                 // the old id is fenced.
+                let unchanged = self
+                    .members
+                    .get(&old_id)
+                    .is_some_and(|m| m.protocols == j.protocols);
                 self.replace_static(&old_id, &new_id);
                 self.update_member(now, &new_id, &j);
+                if self.state == GroupState::Stable && unchanged {
+                    // As in Kafka: same protocols, so it keeps its assignment and nobody
+                    // else rebalances.
+                    self.persist.push(Persist::Group(Some(self.record())));
+                    return Outcome::Now(self.join_result(&new_id));
+                }
                 return self.rejoin(now, &new_id, true);
             }
             return self.add_member(now, new_id, j);
@@ -432,6 +442,11 @@ impl Group {
     }
 
     fn add_member(&mut self, now: Instant, id: String, j: Join) -> Outcome<JoinResult> {
+        if self.members.is_empty() {
+            // The first member sets the protocol type (an empty group keeps the old one,
+            // as Kafka's does, so it is still listed as a consumer group).
+            self.protocol_type = Some(j.protocol_type.clone());
+        }
         if let Some(i) = &j.instance_id {
             self.statics.insert(i.clone(), id.clone());
         }
@@ -454,9 +469,6 @@ impl Group {
         );
         if self.leader.is_none() {
             self.leader = Some(id.clone());
-        }
-        if self.protocol_type.is_none() {
-            self.protocol_type = Some(j.protocol_type);
         }
         self.empty_since = None;
         if let Some((until, cap)) = &mut self.initial_delay {
@@ -599,7 +611,6 @@ impl Group {
     fn become_empty(&mut self, now: Instant) {
         self.state = GroupState::Empty;
         self.protocol_name = None;
-        self.protocol_type = None;
         self.leader = None;
         self.empty_since = Some(now);
         self.persist.push(Persist::Group(Some(self.record())));
@@ -1296,15 +1307,36 @@ mod tests {
         g.take_replies();
         g.sync(now, &first, Some("i-1"), 1, None, None, vec![]);
         g.take_replies();
-        // The same instance restarts: a new member id, the old one fenced.
-        let Outcome::Wait(second) = g.join(now, s) else {
-            panic!("waits")
+        // The same instance restarts: a new member id, the old one fenced, and (Stable, same
+        // protocols) no rebalance: it gets the current generation at once.
+        let Outcome::Now(r) = g.join(now, s.clone()) else {
+            panic!("answers at once")
         };
+        let second = r.member_id.clone();
         assert_ne!(first, second);
+        assert_eq!((r.error, r.generation), (None, 1));
+        assert_eq!(g.state, GroupState::Stable);
         assert_eq!(
             g.heartbeat(now, &first, Some("i-1"), 1),
             Err(ResponseError::FencedInstanceId)
         );
+        assert_eq!(g.heartbeat(now, &second, Some("i-1"), 1), Ok(()));
+        // With other protocols it rebalances.
+        let mut changed = s;
+        changed.protocols = vec![
+            ("range".into(), Bytes::from_static(b"other")),
+            ("roundrobin".into(), Bytes::from_static(b"m")),
+        ];
+        changed.member_id = String::new();
+        let Outcome::Wait(third) = g.join(now, changed) else {
+            panic!("waits for the rebalance")
+        };
+        assert_eq!(g.generation, 2);
+        assert_eq!(
+            g.heartbeat(now, &second, Some("i-1"), 2),
+            Err(ResponseError::FencedInstanceId)
+        );
+        assert!(g.members.contains_key(&third));
         assert_eq!(g.leave(now, "", Some("i-1")), Ok(()));
         assert_eq!(g.state, GroupState::Empty);
     }
