@@ -34,15 +34,18 @@ start_broker() { # $1: suite name
   local port; port=$(free_port)
   # librdkafka's and kafka-python's tests assume the trivup default of 4 partitions for
   # auto-created topics; kafka-python's also assigns new partitions to broker 0.
-  local partitions=1 node=1
+  # kafka-python's test_group also joins with a 3 s session timeout (its fixture lowers
+  # group.min.session.timeout.ms to 1000, as validate-ref.sh does for Apache Kafka).
+  local partitions=1 node=1 min_session=6000
   case "$1" in
     librdkafka) partitions=4 ;;
-    kafka-python) partitions=4 node=0 ;;
+    kafka-python) partitions=4 node=0 min_session=1000 ;;
   esac
   local data="$work/$1-data"
   "$CAIRN" --override "listeners=PLAINTEXT://127.0.0.1:$port" --override "log.dirs=$data" \
     --override "advertised.listeners=PLAINTEXT://127.0.0.1:$port" \
     --override metrics.listener=none --override "num.partitions=$partitions" --override "node.id=$node" \
+    --override "group.min.session.timeout.ms=$min_session" \
     >"$work/$1-broker.log" 2>&1 &
   broker_pid=$!
   for _ in $(seq 1 200); do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run kafka-python's integration tests against an already-running broker.
 #
-#   BOOTSTRAP=127.0.0.1:9092 compat-tests/kafka-python/run.sh [--with-groups] [pytest args...]
+#   BOOTSTRAP=127.0.0.1:9092 compat-tests/kafka-python/run.sh [pytest args...]
 #
 # Env:
 #   BOOTSTRAP      host:port of the broker (default 127.0.0.1:9092)
@@ -10,11 +10,10 @@
 #   KP_TIMEOUT     per-test timeout in seconds (default 120)
 #   KP_LOG_LEVEL   log level captured for failing tests (default INFO; DEBUG
 #                  shows every request/response kafka-python sends)
-# --with-groups    also run the consumer-group tests listed in group-tests.txt
 # Extra arguments go to pytest (e.g. -k offsets, -x).
 #
-# Selected = producer, consumer-by-assign and admin tests, minus excluded.txt
-# and group-tests.txt. Tests in expected-failures.txt run as non-strict xfail.
+# Selected = producer, consumer (by assign and in groups) and admin tests, minus
+# excluded.txt. Tests in expected-failures.txt run as non-strict xfail.
 # The last line is `kafka-python: N passed, M failed`, where M counts
 # unexpected failures, errors and skips (a selected test must run); the exit
 # status is non-zero when M > 0 (including "no tests collected", pytest rc 5).
@@ -26,14 +25,7 @@ SRC="$HERE/.sdist/kafka_python-$KP_VERSION"
 VENV="$HERE/.venv"
 RESULTS_DIR="$HERE/.results"
 
-WITH_GROUPS=0
-PYTEST_EXTRA=()
-for arg in "$@"; do
-    case "$arg" in
-        --with-groups) WITH_GROUPS=1 ;;
-        *) PYTEST_EXTRA+=("$arg") ;;
-    esac
-done
+PYTEST_EXTRA=("$@")
 
 fail_line() {  # harness failure before pytest could report anything
     echo "run.sh: $1" >&2
@@ -61,11 +53,8 @@ RESULTS="$RESULTS_DIR/results.json"
 rm -f "$RESULTS"
 
 DESELECT="$HERE/excluded.txt"
-if [[ "$WITH_GROUPS" == 0 ]]; then
-    DESELECT="$DESELECT:$HERE/group-tests.txt"
-fi
 
-echo "kafka-python $KP_VERSION integration tests: KAFKA_URI=$KAFKA_URI KAFKA_VERSION=$KAFKA_VERSION groups=$([[ $WITH_GROUPS == 1 ]] && echo yes || echo no)"
+echo "kafka-python $KP_VERSION integration tests: KAFKA_URI=$KAFKA_URI KAFKA_VERSION=$KAFKA_VERSION"
 
 cd "$SRC"
 PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" \
