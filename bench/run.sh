@@ -16,7 +16,10 @@
 #      acknowledged (records sent == N, no exception) and stored (end offsets)
 #   3. consume without a consumer group: bench/ByPartitionReader.java (assign()
 #      all partitions, seekToBeginning, read exactly the known record count)
-#   4. broker RSS after startup (VmRSS) and peak (VmHWM at the end), broker
+#   4. consume in consumer groups: kafka-consumer-perf-test (ConsumerPerformance, one
+#      member; its rebalance.time.ms) and bench/GroupReader.java (3 members of one
+#      group over the 16 partitions: subscribe -> every member's first record, MB/s)
+#   5. broker RSS after startup (VmRSS) and peak (VmHWM at the end), broker
 #      CPU-seconds per GiB moved (from /proc/PID/stat), client CPU (GNU time)
 # Then medians over runs, a table with the Cairn/Kafka ratios, printed and
 # written to bench/results/latest.md (raw per-run values: bench/results/raw.tsv,
@@ -163,12 +166,12 @@ record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$RAW"; }
 
 # compiled once per source version into bench/results/.classes
 CLASSES="$RESULTS/.classes"
-SRC_SUM="$(cat "$HERE/ByPartitionReader.java" "$JAVA_DIR/pom.xml" | sha256sum | cut -c1-16)"
+SRC_SUM="$(cat "$HERE/ByPartitionReader.java" "$HERE/GroupReader.java" "$JAVA_DIR/pom.xml" | sha256sum | cut -c1-16)"
 if [[ "$(cat "$CLASSES/.sum" 2>/dev/null)" != "$SRC_SUM" ]]; then
-  log "compiling bench/ByPartitionReader.java"
+  log "compiling bench/ByPartitionReader.java bench/GroupReader.java"
   rm -rf "$CLASSES"; mkdir -p "$CLASSES"
-  javac -nowarn -d "$CLASSES" -cp "$LIB/*" "$HERE/ByPartitionReader.java" 2> "$LOGS/javac.err" \
-    || { cat "$LOGS/javac.err" >&2; die "javac ByPartitionReader.java failed"; }
+  javac -nowarn -d "$CLASSES" -cp "$LIB/*" "$HERE/ByPartitionReader.java" "$HERE/GroupReader.java" 2> "$LOGS/javac.err" \
+    || { cat "$LOGS/javac.err" >&2; die "javac of the bench readers failed"; }
   echo "$SRC_SUM" > "$CLASSES/.sum"
 fi
 
@@ -317,6 +320,53 @@ consume() {  # broker run
   log "$b: $line"
 }
 
+# Consumer groups: kafka-consumer-perf-test (one member; its rebalance.time.ms is join to
+# assignment) on the acks=1 topic, then bench/GroupReader.java (3 members, one group, 16
+# partitions; join_ms is subscribe to every member's first record) on the acks=all topic.
+consume_group() {  # broker run
+  local b="$1" run="$2" t1="bench-acks1-r$2" tall="bench-acksall-r$2" rc=0 line tag
+  if ! grep -q -P "^$b\tp1_mbs\t$run\t" "$RAW" || ! grep -q -P "^$b\tpall_mbs\t$run\t" "$RAW"; then
+    err "$b: group consume run $run skipped: its topics were not fully produced"
+    return 0
+  fi
+  tag="$b-consumer-perf-r$run"
+  log "$b: ConsumerPerformance run $run: $t1 with group bench-cperf-r$run"
+  KAFKA_HEAP_OPTS="$CLIENT_HEAP" KAFKA_JVM_PERFORMANCE_OPTS="$CLIENT_JVM" \
+    timeout "$STEP_TIMEOUT" "$KRUN" org.apache.kafka.tools.ConsumerPerformance \
+      --bootstrap-server "$BOOT" --topic "$t1" --messages "$N" --group "bench-cperf-r$run" --timeout 60000 \
+      > "$LOGS/$tag.out" 2> "$LOGS/$tag.err" || rc=$?
+  broker_alive || { err "$b: broker process died during ConsumerPerformance run $run"; return 0; }
+  # header "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,
+  # rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec", then one line of values
+  line="$(grep -A1 '^start.time' "$LOGS/$tag.out" | tail -n 1 || true)"
+  local nmsg mbs rebal
+  nmsg="$(awk -F', *' '{print $5}' <<<"$line")"
+  mbs="$(awk -F', *' '{print $4}' <<<"$line")"
+  rebal="$(awk -F', *' '{print $7}' <<<"$line")"
+  if (( rc != 0 )) || [[ "$nmsg" != "$N" ]]; then
+    err "$b: ConsumerPerformance run $run failed (exit $rc, consumed ${nmsg:-?} of $N): $(grep -m2 -E 'Exception|ERROR|WARN' "$LOGS/$tag.err" | tr '\n' ' ')"
+  else
+    record "$b" cp_mbs "$run" "$mbs"
+    record "$b" cp_rebal "$run" "$rebal"
+    log "$b: ConsumerPerformance: $mbs MB/s, rebalance $rebal ms"
+  fi
+
+  tag="$b-group3-r$run"; rc=0
+  log "$b: GroupReader run $run: 3 members of group bench-group3-r$run over $PARTS partitions of $tall"
+  timeout "$STEP_TIMEOUT" java $CLIENT_HEAP $CLIENT_JVM "$LOG4J" -cp "$CLASSES:$LIB/*" GroupReader \
+    --bootstrap "$BOOT" --topic "$tall" --group "bench-group3-r$run" --expect "$N" --members 3 \
+    > "$LOGS/$tag.out" 2> "$LOGS/$tag.err" || rc=$?
+  broker_alive || { err "$b: broker process died during GroupReader run $run"; return 0; }
+  line="$(grep '^RESULT' "$LOGS/$tag.out" | tail -n 1 || true)"
+  if (( rc != 0 )) || [[ -z "$line" ]]; then
+    err "$b: GroupReader run $run failed (exit $rc): $(grep -m3 -E 'GroupReader|Exception' "$LOGS/$tag.err" | tr '\n' ' ')"
+    return 0
+  fi
+  record "$b" g3_join "$run" "$(sed -n 's/.* join_ms=\([0-9.]*\) .*/\1/p' <<<"$line")"
+  record "$b" g3_mbs "$run" "$(sed -n 's/.* mb_per_s=\([0-9.]*\) .*/\1/p' <<<"$line")"
+  log "$b: $line"
+}
+
 workload() {  # broker
   local b="$1" r
   record "$b" rss_idle 1 "$(vm_mib "$BPID" VmRSS)"
@@ -328,6 +378,10 @@ workload() {  # broker
   done
   for r in $(seq "$RUNS"); do
     consume "$b" "$r"
+    broker_alive || return 0
+  done
+  for r in $(seq "$RUNS"); do
+    consume_group "$b" "$r"
     broker_alive || return 0
   done
   record "$b" rss_peak 1 "$(vm_mib "$BPID" VmHWM)"
@@ -467,6 +521,10 @@ ROWS=(
   "c_recs|Consume by partition (no group): records/s|0|higher"
   "c_bcpu|Consume: broker CPU-s per GiB|2|lower"
   "c_ccpu|Consume: client CPU (cores, info)|2|info"
+  "cp_mbs|Consume in a group (kafka-consumer-perf-test, 1 member): MB/s|1|higher"
+  "cp_rebal|kafka-consumer-perf-test rebalance time (ms, join to assignment)|0|lower"
+  "g3_mbs|Consume in a group of 3 members (GroupReader, 16 partitions): MB/s|1|higher"
+  "g3_join|Group of 3: subscribe → every member's first record (ms)|0|lower"
   "rss_idle|Broker RSS after startup (MiB, VmRSS)|0|lower"
   "rss_peak|Broker peak RSS (MiB, VmHWM at end)|0|lower"
 )
@@ -483,6 +541,7 @@ MD="$RESULTS/latest.md"
   echo "- Workload: $N records × $RECORD_SIZE B per produce run, $RUNS run(s) per case (median shown), topic with $PARTS partitions, RF=1, a new topic per run"
   echo "- Producer (kafka-producer-perf-test = org.apache.kafka.tools.ProducerPerformance, --throughput -1): acks=1 (enable.idempotence=false) / acks=all (enable.idempotence=true), ${PRODUCER_COMMON[*]}; JVM $CLIENT_HEAP G1"
   echo "- Consumer: bench/ByPartitionReader.java, assign() all partitions + seekToBeginning, no group; fetch.max.bytes=50 MiB, max.partition.fetch.bytes=1 MiB, max.poll.records=2000; reads the acks=1 topics"
+  echo "- Consumer groups: kafka-consumer-perf-test (org.apache.kafka.tools.ConsumerPerformance, defaults, one member) on the acks=1 topics; bench/GroupReader.java, 3 KafkaConsumers of one group (classic protocol, default assignors, auto-commit) on the acks=all topics; group.initial.rebalance.delay.ms is each broker's default (3 s)"
   echo "- Start time: $( (( HAVE_KCAT )) && echo "a one-record \`kcat -P\` (librdkafka $(kcat -V 2>/dev/null | grep -o 'librdkafka [0-9.]*' | head -1 | cut -d' ' -f2), acks=1, auto-created topic) retried every ~5 ms once the port accepts connections, measured from broker process launch" || echo "n/a (kcat not installed)")"
   echo "- Latencies are at saturation (--throughput -1), so they mostly measure queueing in the client"
   echo
@@ -500,7 +559,7 @@ MD="$RESULTS/latest.md"
     printf '| %s | %s | %s | %s | %s |\n' "$label" "$(fmt "$k" "$dec")" "$(fmt "$c" "$dec")" "$(ratio "$c" "$k")" "$reads"
   done
   echo
-  echo "Runs per cell (median of): $(for b in kafka cairn; do printf '%s: %s. ' "$b" "$(nruns "$b" p1_mbs)/$RUNS produce acks=1, $(nruns "$b" pall_mbs)/$RUNS acks=all, $(nruns "$b" c_mbs)/$RUNS consume"; done)"
+  echo "Runs per cell (median of): $(for b in kafka cairn; do printf '%s: %s. ' "$b" "$(nruns "$b" p1_mbs)/$RUNS produce acks=1, $(nruns "$b" pall_mbs)/$RUNS acks=all, $(nruns "$b" c_mbs)/$RUNS consume, $(nruns "$b" cp_mbs)/$RUNS consumer-perf-test, $(nruns "$b" g3_mbs)/$RUNS group of 3"; done)"
   if (( ${#ERRORS[@]} )); then
     echo
     echo "## Errors"
