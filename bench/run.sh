@@ -437,7 +437,8 @@ run_cairn() {
   for v in $(compgen -e | grep '^KAFKA_' || true); do unset_env+=(-u "$v"); done
   launch="$(now_ms)"
   env "${unset_env[@]}" "$CAIRN" --override "listeners=PLAINTEXT://$BOOT" --override "log.dirs=$dir/data" \
-    --override metrics.listener=none > "$LOGS/cairn-broker.log" 2>&1 < /dev/null &
+    --override metrics.listener=none --override group.initial.rebalance.delay.ms=0 \
+    > "$LOGS/cairn-broker.log" 2>&1 < /dev/null &
   CAIRN_PID=$!
   BPID="$CAIRN_PID"
   probe_first_produce cairn '! kill -0 "$CAIRN_PID" 2>/dev/null' || ok=0
@@ -541,7 +542,7 @@ MD="$RESULTS/latest.md"
   echo "- Workload: $N records × $RECORD_SIZE B per produce run, $RUNS run(s) per case (median shown), topic with $PARTS partitions, RF=1, a new topic per run"
   echo "- Producer (kafka-producer-perf-test = org.apache.kafka.tools.ProducerPerformance, --throughput -1): acks=1 (enable.idempotence=false) / acks=all (enable.idempotence=true), ${PRODUCER_COMMON[*]}; JVM $CLIENT_HEAP G1"
   echo "- Consumer: bench/ByPartitionReader.java, assign() all partitions + seekToBeginning, no group; fetch.max.bytes=50 MiB, max.partition.fetch.bytes=1 MiB, max.poll.records=2000; reads the acks=1 topics"
-  echo "- Consumer groups: kafka-consumer-perf-test (org.apache.kafka.tools.ConsumerPerformance, defaults, one member) on the acks=1 topics; bench/GroupReader.java, 3 KafkaConsumers of one group (classic protocol, default assignors, auto-commit) on the acks=all topics; group.initial.rebalance.delay.ms is each broker's default (3 s)"
+  echo "- Consumer groups: kafka-consumer-perf-test (org.apache.kafka.tools.ConsumerPerformance, defaults, one member) on the acks=1 topics; bench/GroupReader.java, 3 KafkaConsumers of one group (classic protocol, default assignors, auto-commit) on the acks=all topics; group.initial.rebalance.delay.ms=0 for both brokers (kafka-ref/start.sh sets it, as Kafka's shipped server.properties does)"
   echo "- Start time: $( (( HAVE_KCAT )) && echo "a one-record \`kcat -P\` (librdkafka $(kcat -V 2>/dev/null | grep -o 'librdkafka [0-9.]*' | head -1 | cut -d' ' -f2), acks=1, auto-created topic) retried every ~5 ms once the port accepts connections, measured from broker process launch" || echo "n/a (kcat not installed)")"
   echo "- Latencies are at saturation (--throughput -1), so they mostly measure queueing in the client"
   echo
