@@ -28,3 +28,9 @@ if ! command -v cargo >/dev/null; then
   echo "install-deps: cargo is missing; install Rust (https://rustup.rs) and run again" >&2
   exit 1
 fi
+if [ "$what" = test ] && ! command -v go >/dev/null; then
+  # compat-tests/franz-go needs a Go recent enough for franz-go 1.22 (Debian 12's golang-go
+  # 1.19 is not): take it from https://go.dev/dl/.
+  echo "install-deps: go is missing; install Go 1.24 or newer (https://go.dev/dl/) and run again" >&2
+  exit 1
+fi
