@@ -504,20 +504,7 @@ impl Group {
         let Some(mut m) = self.members.shift_remove(old_id) else {
             return;
         };
-        if m.awaiting_join {
-            self.outbox.push(Reply::Join(
-                old_id.to_string(),
-                JoinResult::error(ResponseError::FencedInstanceId, old_id),
-            ));
-        }
-        if m.awaiting_sync {
-            self.outbox.push(Reply::Sync(
-                old_id.to_string(),
-                SyncResult::error(ResponseError::FencedInstanceId),
-            ));
-        }
-        m.awaiting_join = false;
-        m.awaiting_sync = false;
+        self.answer_parked(&mut m, ResponseError::FencedInstanceId);
         m.id = new_id.to_string();
         if let Some(i) = &m.instance_id {
             self.statics.insert(i.clone(), new_id.to_string());
@@ -821,25 +808,26 @@ impl Group {
         }
     }
 
+    /// Answers a member's parked JoinGroup/SyncGroup with `error` (it is leaving the group).
+    fn answer_parked(&mut self, m: &mut Member, error: ResponseError) {
+        if std::mem::take(&mut m.awaiting_join) {
+            self.outbox
+                .push(Reply::Join(m.id.clone(), JoinResult::error(error, &m.id)));
+        }
+        if std::mem::take(&mut m.awaiting_sync) {
+            self.outbox
+                .push(Reply::Sync(m.id.clone(), SyncResult::error(error)));
+        }
+    }
+
     fn drop_member(&mut self, id: &str) {
-        let Some(m) = self.members.shift_remove(id) else {
+        let Some(mut m) = self.members.shift_remove(id) else {
             return;
         };
         if let Some(i) = &m.instance_id {
             self.statics.remove(i);
         }
-        if m.awaiting_join {
-            self.outbox.push(Reply::Join(
-                id.to_string(),
-                JoinResult::error(ResponseError::UnknownMemberId, id),
-            ));
-        }
-        if m.awaiting_sync {
-            self.outbox.push(Reply::Sync(
-                id.to_string(),
-                SyncResult::error(ResponseError::UnknownMemberId),
-            ));
-        }
+        self.answer_parked(&mut m, ResponseError::UnknownMemberId);
         if self.leader.as_deref() == Some(id) {
             self.leader = self.members.keys().next().cloned();
         }
