@@ -138,19 +138,12 @@ impl Coordinator {
                 .entry(group_id.to_string())
                 .or_insert_with(|| Group::new(group_id, limits, now));
             let outcome = g.join(now, j);
-            let rx = match outcome {
-                Outcome::Now(r) => {
-                    self.settle(&mut inner, group_id);
-                    return r;
-                }
-                Outcome::Wait(member) => {
-                    let (tx, rx) = oneshot::channel();
-                    inner.joins.insert((group_id.to_string(), member), tx);
-                    rx
-                }
-            };
+            let parked = park(&mut inner.joins, group_id, outcome);
             self.settle(&mut inner, group_id);
-            rx
+            match parked {
+                Ok(r) => return r,
+                Err(rx) => rx,
+            }
         };
         self.wake.notify_one();
         rx.await
@@ -182,19 +175,12 @@ impl Coordinator {
                 protocol_name,
                 assignments,
             );
-            let rx = match outcome {
-                Outcome::Now(r) => {
-                    self.settle(&mut inner, group_id);
-                    return r;
-                }
-                Outcome::Wait(member) => {
-                    let (tx, rx) = oneshot::channel();
-                    inner.syncs.insert((group_id.to_string(), member), tx);
-                    rx
-                }
-            };
+            let parked = park(&mut inner.syncs, group_id, outcome);
             self.settle(&mut inner, group_id);
-            rx
+            match parked {
+                Ok(r) => return r,
+                Err(rx) => rx,
+            }
         };
         rx.await
             .unwrap_or_else(|_| SyncResult::error(ResponseError::CoordinatorNotAvailable))
@@ -571,6 +557,22 @@ impl Coordinator {
         let mut inner = self.lock();
         inner.joins.clear();
         inner.syncs.clear();
+    }
+}
+
+/// An answer now (`Ok`), or a receiver for it, registered under the waiting member.
+fn park<T>(
+    waiters: &mut HashMap<(String, String), oneshot::Sender<T>>,
+    group_id: &str,
+    outcome: Outcome<T>,
+) -> std::result::Result<T, oneshot::Receiver<T>> {
+    match outcome {
+        Outcome::Now(r) => Ok(r),
+        Outcome::Wait(member) => {
+            let (tx, rx) = oneshot::channel();
+            waiters.insert((group_id.to_string(), member), tx);
+            Err(rx)
+        }
     }
 }
 
