@@ -76,8 +76,8 @@ for s in "${suites[@]}"; do
   fi
   echo "=== $s: run"
   start_broker "$s" || { failed=$((failed + 1)); failed_names+=("$s(start)"); continue; }
-  "$run"
-  rc=$?
+  "$run" 2>&1 | tee "$work/$s.out"
+  rc=${PIPESTATUS[0]}
   alive=yes
   kill -0 "$broker_pid" 2>/dev/null || alive=no
   stop_broker; stop_rc=$?
@@ -92,6 +92,16 @@ for s in "${suites[@]}"; do
     echo "=== $s: the broker logged errors:"; grep -E "panicked|ERROR" "$work/$s-broker.log" | head -20
   fi
   if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failed_names+=("$s"); fi
+done
+# CI keeps only the end of the output: repeat what failed, with the end of each failed test's
+# log where the suite names one ("(log: path)").
+for s in "${failed_names[@]}"; do
+  [ -f "$work/$s.out" ] || continue
+  echo "=== $s: failures"
+  grep -E '^(FAIL|FAILED|--- FAIL|not ok)|[0-9]+ failed' "$work/$s.out" | head -20
+  grep -oE '\(log: [^)]+\)' "$work/$s.out" | head -3 | sed -E 's/^\(log: (.*)\)$/\1/' | while read -r log; do
+    echo "--- end of $log"; tail -25 "$log" 2>/dev/null | cut -c1-300
+  done
 done
 [ ${#failed_names[@]} -eq 0 ] || echo "compat: failing suites: ${failed_names[*]}"
 echo "compat: $passed passed, $failed failed"
