@@ -3,6 +3,8 @@
 #   make test   install what is missing and run every test: unit, integration and real-client compat suites
 SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/cairn-target
+# Shown by the cairn_build_info metric.
+export CAIRN_GIT_REVISION ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CAIRN := $(CARGO_TARGET_DIR)/release/cairn
 
 .PHONY: run test build unit compat bench fmt

@@ -1,6 +1,7 @@
 //! The broker's shared state: configuration, storage, the topic catalog, the cluster id and
 //! the producer id allocator. Handlers receive an `Arc<Broker>`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use crate::config::{Config, Listener};
 use crate::coordinator::group::GroupLimits;
 use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::error::{Error, Result};
+use crate::metrics::Metrics;
 use crate::storage::rocks::RocksStore;
 use crate::storage::{GroupStore, MetaStore};
 use crate::topics::{Catalog, LogDir, NewTopic};
@@ -25,6 +27,9 @@ pub struct Broker {
     pub catalog: Catalog,
     pub groups: Arc<Coordinator>,
     pub cluster_id: String,
+    pub metrics: Arc<Metrics>,
+    /// Set once storage is open and every listener is bound (`/ready`).
+    ready: AtomicBool,
     meta: Arc<dyn MetaStore>,
     rocks: Vec<Arc<RocksStore>>,
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
@@ -70,7 +75,11 @@ impl Broker {
                 id
             }
         };
-        let catalog = Catalog::open(config.clone(), meta.clone(), dirs)?;
+        let metrics = Arc::new(Metrics::new(
+            crate::dispatch::APIS,
+            config.metrics_partition_series,
+        ));
+        let catalog = Catalog::open(config.clone(), meta.clone(), dirs, metrics.clone())?;
         let ms = Duration::from_millis;
         let groups = Arc::new(Coordinator::open(
             groups,
@@ -92,11 +101,22 @@ impl Broker {
             catalog,
             groups,
             cluster_id,
+            metrics,
+            ready: AtomicBool::new(false),
             meta,
             rocks,
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             shutdown,
         }))
+    }
+
+    /// Marks the broker ready to serve (storage open, listeners bound).
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::Release);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire) && !self.is_shutting_down()
     }
 
     pub fn node_id(&self) -> i32 {

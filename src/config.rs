@@ -76,6 +76,9 @@ pub struct Config {
     pub offset_metadata_bytes_max: usize,
     /// Where `/metrics` will be served (parsed now so a bad value fails start-up).
     pub metrics_listener: Option<SocketAddr>,
+    /// `metrics.partition.series.enable`: export per-partition series (log size, offsets,
+    /// per-partition lag); off bounds cardinality to per-topic and per-group series.
+    pub metrics_partition_series: bool,
     /// Every key that was set explicitly (file, environment or override), with its value:
     /// DescribeConfigs reports these as STATIC_BROKER_CONFIG.
     pub explicit: BTreeMap<String, String>,
@@ -222,6 +225,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "offsets.retention.check.interval.ms",
     "offset.metadata.max.bytes",
     "metrics.listener",
+    "metrics.partition.series.enable",
 ];
 
 impl Config {
@@ -433,6 +437,7 @@ impl Config {
                 i32::MAX as i64,
             )? as usize,
             metrics_listener,
+            metrics_partition_series: p.bool_or("metrics.partition.series.enable", true)?,
             explicit: props.clone(),
         })
     }

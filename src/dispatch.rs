@@ -9,6 +9,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestHeader, ResponseHeader};
@@ -18,6 +19,7 @@ use tracing::Instrument;
 
 use crate::broker::Broker;
 use crate::handlers;
+use crate::metrics::errors::ErrorCodes;
 
 /// What became of one request.
 pub enum Outcome {
@@ -50,14 +52,35 @@ macro_rules! apis {
         async fn call(broker: &Arc<Broker>, ctx: &RequestContext<'_>, body: &mut Bytes) -> Result<Option<Bytes>, String> {
             match ctx.api {
                 $( ApiKey::$key => {
+                    let started = Instant::now();
                     let request = Decodable::decode(body, ctx.version)
                         .map_err(|e| format!("cannot decode {:?} v{}: {e}", ctx.api, ctx.version))?;
                     let response = $handler(broker, ctx, request).await;
+                    observe!($kind, broker, ctx, started, &response);
                     reply!($kind, ctx, response)
                 } )*
                 other => Err(format!("api {other:?} is not served")),
             }
         }
+    };
+}
+
+macro_rules! observe {
+    (always, $broker:expr, $ctx:expr, $started:expr, $r:expr) => {
+        $broker.metrics.request(
+            $ctx.api,
+            $ctx.version,
+            $started.elapsed(),
+            Some($r as &dyn ErrorCodes),
+        )
+    };
+    (maybe, $broker:expr, $ctx:expr, $started:expr, $r:expr) => {
+        $broker.metrics.request(
+            $ctx.api,
+            $ctx.version,
+            $started.elapsed(),
+            $r.as_ref().map(|r| r as &dyn ErrorCodes),
+        )
     };
 }
 

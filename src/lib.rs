@@ -37,6 +37,7 @@ pub mod dispatch;
 pub mod error;
 pub mod handlers;
 pub mod log;
+pub mod metrics;
 pub mod server;
 pub mod storage;
 pub mod topic_config;

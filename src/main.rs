@@ -28,6 +28,10 @@ struct Args {
 
 fn main() -> ExitCode {
     let started = Instant::now();
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("healthcheck") {
+        return healthcheck(argv.get(2).map(String::as_str));
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_env("CAIRN_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
@@ -69,7 +73,15 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
             let dirs: Vec<String> = log_dirs.iter().map(|d| d.display().to_string()).collect();
             anyhow::anyhow!("cannot open storage in {}: {e}", dirs.join(","))
         })?;
+    let metrics = match broker.config.metrics_listener {
+        Some(addr) => Some(cairn::metrics::http::bind(addr).await?),
+        None => None,
+    };
     let listeners = cairn::server::bind(&broker).await?;
+    for (name, _) in &listeners {
+        broker.metrics.listener_bound(name);
+    }
+    broker.set_ready();
     tracing::info!(
         node_id = broker.node_id(),
         cluster_id = %broker.cluster_id,
@@ -78,6 +90,7 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
         "cairn started"
     );
     let serving = tokio::spawn(cairn::server::serve(broker.clone(), listeners));
+    let metrics = metrics.map(|l| tokio::spawn(cairn::metrics::http::serve(broker.clone(), l)));
     let retention = tokio::spawn(broker.clone().run_retention());
     let groups = tokio::spawn(broker.groups.clone().run(broker.shutdown_signal()));
 
@@ -92,6 +105,9 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
     }
     retention.abort();
     groups.abort();
+    if let Some(m) = metrics {
+        m.abort();
+    }
     broker
         .sync()
         .map_err(|e| anyhow::anyhow!("cannot sync storage at shutdown: {e}"))?;
@@ -108,4 +124,38 @@ async fn wait_for_signal() -> anyhow::Result<()> {
         _ = int.recv() => {}
     }
     Ok(())
+}
+
+/// `cairn healthcheck [host:port]`: exits 0 when the broker's `/ready` answers 200 (default
+/// 127.0.0.1:9644), for container health checks in images without a shell or curl.
+fn healthcheck(addr: Option<&str>) -> ExitCode {
+    use std::io::{Read, Write};
+    let addr = addr.unwrap_or("127.0.0.1:9644");
+    let answer = (|| -> std::io::Result<String> {
+        let sock: std::net::SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(addr)?
+            .next()
+            .ok_or_else(|| std::io::Error::other("no address"))?;
+        let mut s = std::net::TcpStream::connect_timeout(&sock, Duration::from_secs(3))?;
+        s.set_read_timeout(Some(Duration::from_secs(3)))?;
+        write!(s, "GET /ready HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+        let mut out = String::new();
+        s.read_to_string(&mut out)?;
+        Ok(out)
+    })();
+    match answer {
+        Ok(a) if a.starts_with("HTTP/1.1 200") || a.starts_with("HTTP/1.0 200") => {
+            ExitCode::SUCCESS
+        }
+        Ok(a) => {
+            eprintln!(
+                "cairn healthcheck: {}",
+                a.lines().next().unwrap_or("empty answer")
+            );
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("cairn healthcheck: {addr}: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

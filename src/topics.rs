@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::log::PartitionLog;
+use crate::metrics::{Metrics, TopicMetrics};
 use crate::storage::{LogStore, MetaStore, PartitionId};
 use crate::topic_config::{self, Effective};
 
@@ -27,6 +28,25 @@ pub struct Partition {
     /// Index into the catalog's log dirs (`log.dirs` order).
     pub dir: usize,
     pub log: PartitionLog,
+}
+
+/// Who holds a partition, by node id.
+pub struct Placement {
+    pub leader: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
+
+impl Partition {
+    /// On one node, `node` is the only replica, in sync and leading; the replicated
+    /// cluster will answer from the controller's partition record instead.
+    pub fn placement(&self, node: i32) -> Placement {
+        Placement {
+            leader: node,
+            replicas: vec![node],
+            isr: vec![node],
+        }
+    }
 }
 
 /// One of `log.dirs` and the store in it.
@@ -42,6 +62,7 @@ pub struct Topic {
     pub partitions: Vec<Arc<Partition>>,
     pub overrides: BTreeMap<String, String>,
     pub effective: Effective,
+    pub metrics: TopicMetrics,
 }
 
 impl Topic {
@@ -79,6 +100,7 @@ pub struct NewTopic<'a> {
 
 pub struct Catalog {
     config: Arc<Config>,
+    metrics: Arc<Metrics>,
     meta: Arc<dyn MetaStore>,
     dirs: Vec<LogDir>,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
@@ -119,6 +141,7 @@ impl Catalog {
         config: Arc<Config>,
         meta: Arc<dyn MetaStore>,
         dirs: Vec<LogDir>,
+        metrics: Arc<Metrics>,
     ) -> Result<Catalog> {
         assert!(!dirs.is_empty(), "at least one log dir");
         let mut topics = HashMap::new();
@@ -126,11 +149,12 @@ impl Catalog {
             let name = String::from_utf8_lossy(&key[TOPIC_PREFIX.len()..]).into_owned();
             let stored: StoredTopic = serde_json::from_slice(&value)
                 .map_err(|e| Error::Storage(format!("topic record {name} is malformed: {e}")))?;
-            let topic = Self::materialize(&config, &dirs, &name, &stored)?;
+            let topic = Self::materialize(&config, &metrics, &dirs, &name, &stored)?;
             topics.insert(name, Arc::new(topic));
         }
         Ok(Catalog {
             config,
+            metrics,
             meta,
             dirs,
             topics: RwLock::new(topics),
@@ -140,6 +164,7 @@ impl Catalog {
 
     fn materialize(
         config: &Config,
+        metrics: &Metrics,
         dirs: &[LogDir],
         name: &str,
         stored: &StoredTopic,
@@ -156,6 +181,7 @@ impl Catalog {
             partitions,
             effective: Effective::resolve(&stored.configs, config),
             overrides: stored.configs.clone(),
+            metrics: metrics.topic(name),
         })
     }
 
@@ -318,6 +344,7 @@ impl Catalog {
         self.persist(t.name, &stored)?;
         let topic = Arc::new(Self::materialize(
             &self.config,
+            &self.metrics,
             &self.dirs,
             t.name,
             &stored,
@@ -343,6 +370,7 @@ impl Catalog {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(name);
+        self.metrics.forget_topic(name);
         let doomed: Vec<(Arc<dyn LogStore>, PartitionId)> = topic
             .partitions
             .iter()
@@ -402,6 +430,7 @@ impl Catalog {
             partitions,
             overrides: topic.overrides.clone(),
             effective: topic.effective,
+            metrics: topic.metrics.clone(),
         });
         Ok(())
     }
@@ -430,6 +459,7 @@ impl Catalog {
             partitions: topic.partitions.clone(),
             effective: Effective::resolve(&configs, &self.config),
             overrides: configs,
+            metrics: topic.metrics.clone(),
         });
         Ok(())
     }
@@ -498,7 +528,13 @@ mod tests {
             path: config.log_dirs[0].clone(),
             store: store.clone(),
         }];
-        Catalog::open(config, store.clone(), dirs).unwrap()
+        Catalog::open(
+            config,
+            store.clone(),
+            dirs,
+            Arc::new(Metrics::new(&[], true)),
+        )
+        .unwrap()
     }
 
     fn new(name: &str, partitions: i32) -> NewTopic<'_> {

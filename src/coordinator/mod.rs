@@ -74,6 +74,14 @@ pub struct Listed {
     pub group_type: &'static str,
 }
 
+/// A group as metrics show it: its member count and committed offsets.
+pub struct GroupSnapshot {
+    pub id: String,
+    pub members: usize,
+    /// (topic, partition, committed offset)
+    pub offsets: Vec<(String, i32, i64)>,
+}
+
 /// A KIP-848 group as ConsumerGroupDescribe shows it.
 pub struct ConsumerDescribed {
     pub state: &'static str,
@@ -332,6 +340,41 @@ impl Coordinator {
         }
         self.settle(&mut inner, group_id);
         Ok(out)
+    }
+
+    /// Every live group (classic or KIP-848) with its members and committed offsets.
+    pub fn snapshot(&self) -> Vec<GroupSnapshot> {
+        let inner = self.lock();
+        let mut out: Vec<GroupSnapshot> = inner
+            .groups
+            .values()
+            .filter(|g| g.state != GroupState::Dead)
+            .map(|g| GroupSnapshot {
+                id: g.id.clone(),
+                members: inner
+                    .consumers
+                    .get(&g.id)
+                    .map_or(g.members.len(), |c| c.members.len()),
+                offsets: g
+                    .offsets
+                    .iter()
+                    .map(|((t, p), c)| (t.clone(), *p, c.offset))
+                    .collect(),
+            })
+            .collect();
+        out.extend(
+            inner
+                .consumers
+                .iter()
+                .filter(|(id, _)| !inner.groups.contains_key(*id))
+                .map(|(id, c)| GroupSnapshot {
+                    id: id.clone(),
+                    members: c.members.len(),
+                    offsets: Vec::new(),
+                }),
+        );
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
     }
 
     pub fn list(&self) -> Vec<Listed> {

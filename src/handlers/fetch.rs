@@ -16,7 +16,7 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use crate::broker::Broker;
 use crate::dispatch::RequestContext;
 use crate::error::{Error, Result};
-use crate::topics::Partition;
+use crate::topics::{Partition, Topic};
 
 /// Upper bound on a fetch's wait, whatever the client asks, so shutdown is never held up.
 const FETCH_WAIT_MS_MAX: u64 = 30_000;
@@ -25,6 +25,8 @@ struct Wanted {
     topic: usize,
     index: i32,
     partition: Result<Arc<Partition>>,
+    /// The topic's counters, when the partition exists.
+    metrics: Option<Arc<Topic>>,
     fetch_offset: i64,
     current_leader_epoch: i32,
     last_fetched_epoch: i32,
@@ -53,13 +55,12 @@ pub async fn handle(
     let mut wanted = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
         for p in &t.partitions {
+            let found = broker.catalog.partition(&t.topic, p.partition);
             wanted.push(Wanted {
                 topic: ti,
                 index: p.partition,
-                partition: broker
-                    .catalog
-                    .partition(&t.topic, p.partition)
-                    .map(|(_, part)| part),
+                metrics: found.as_ref().ok().map(|(topic, _)| topic.clone()),
+                partition: found.map(|(_, part)| part),
                 fetch_offset: p.fetch_offset,
                 current_leader_epoch: p.current_leader_epoch,
                 last_fetched_epoch: p.last_fetched_epoch,
@@ -95,6 +96,7 @@ pub async fn handle(
             gather(&wanted, max_bytes, committed_only, read_committed).await;
         let expired = tokio::time::Instant::now() >= deadline;
         if bytes >= min_bytes || errors || expired || broker.is_shutting_down() {
+            count(&wanted, &partitions);
             return respond(&req, ctx.version, partitions);
         }
         // select_all panics on an empty set, and select! builds a disabled branch's future
@@ -110,6 +112,21 @@ pub async fn handle(
             _ = appended => {}
             _ = tokio::time::sleep_until(deadline) => {}
             _ = crate::broker::shutdown_requested(&mut shutdown) => {}
+        }
+    }
+}
+
+/// Kafka's per-topic fetch counters: requests and failures per partition, bytes sent.
+fn count(wanted: &[Wanted], answers: &[(usize, PartitionData)]) {
+    for (w, (_, p)) in wanted.iter().zip(answers) {
+        let Some(t) = &w.metrics else { continue };
+        let m = &t.metrics;
+        m.fetch_requests.inc();
+        if p.error_code != 0 {
+            m.failed_fetch_requests.inc();
+        }
+        if let Some(r) = &p.records {
+            m.bytes_out.inc_by(r.len() as u64);
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::broker::{now_ms, Broker};
 use crate::dispatch::RequestContext;
 use crate::error::{Error, Result};
 use crate::log::{AppendOptions, Appended};
+use crate::topics::{Partition, Topic};
 
 /// In-sync replicas of every partition while Cairn runs as one node.
 const ISR_SIZE: usize = 1;
@@ -63,6 +64,27 @@ async fn append(
     acks: i16,
 ) -> Result<(Appended, i64)> {
     let (t, p) = broker.catalog.partition(topic, index)?;
+    let m = &t.metrics;
+    m.produce_requests.inc();
+    let size = records.len() as u64;
+    let result = append_to(&t, &p, records, acks).await;
+    match &result {
+        Ok((a, _)) if !a.duplicate => {
+            m.messages_in.inc_by(a.records);
+            m.bytes_in.inc_by(size);
+        }
+        Ok(_) => {}
+        Err(_) => m.failed_produce_requests.inc(),
+    }
+    result
+}
+
+async fn append_to(
+    t: &Topic,
+    p: &Partition,
+    records: bytes::Bytes,
+    acks: i16,
+) -> Result<(Appended, i64)> {
     let e = t.effective;
     if acks == -1 && (ISR_SIZE as i32) < e.min_insync_replicas {
         return Err(Error::NotEnoughReplicas {

@@ -45,6 +45,8 @@ pub struct Appended {
     pub log_start_offset: i64,
     /// True when this was a retry of a batch already in the log.
     pub duplicate: bool,
+    /// Records in the batch (Kafka's messages in).
+    pub records: u64,
 }
 
 /// What a read returns: whole batches plus the partition's offsets at the time.
@@ -180,6 +182,7 @@ impl PartitionLog {
                     base_offset,
                     log_start_offset: self.read_state().log_start,
                     duplicate: true,
+                    records: 0,
                 });
             }
             prior.cloned()
@@ -256,6 +259,7 @@ impl PartitionLog {
             base_offset,
             log_start_offset,
             duplicate: false,
+            records: header.last_offset_delta as u64 + 1,
         })
     }
 

@@ -73,6 +73,7 @@ pub async fn serve(broker: Arc<Broker>, listeners: Vec<(String, TcpListener)>) {
 }
 
 async fn connection(broker: Arc<Broker>, listener: Arc<str>, stream: TcpStream, peer: SocketAddr) {
+    let _open = broker.metrics.connection_opened(&listener);
     let _ = stream.set_nodelay(true);
     let (rd, mut wr) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Bytes>(RESPONSES_QUEUED_MAX);

@@ -26,7 +26,7 @@ pub struct Broker {
 
 /// A loopback port no other broker of this test process has been given. Tests run in
 /// parallel, and the OS may hand the same just-released port to two of them.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     static TAKEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     loop {
         let port = TcpListener::bind("127.0.0.1:0")

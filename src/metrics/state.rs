@@ -1,0 +1,267 @@
+//! Gauges computed from the broker's state at scrape time: replica and controller counts,
+//! partition offsets and sizes, and consumer groups with their lag. Nothing here is kept
+//! between scrapes, so a deleted topic or group simply stops appearing.
+
+use std::collections::BTreeMap;
+
+use prometheus::core::Collector;
+use prometheus::proto::MetricFamily;
+use prometheus::{IntGauge, IntGaugeVec, Opts};
+
+use crate::broker::Broker;
+
+fn gauge(out: &mut Vec<MetricFamily>, name: &str, help: &str, value: i64) {
+    let g = IntGauge::new(name, help).expect("valid metric");
+    g.set(value);
+    out.extend(g.collect());
+}
+
+/// A labelled gauge family filled by `fill`, skipped when it has no series.
+fn gauge_vec(
+    out: &mut Vec<MetricFamily>,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    fill: impl FnOnce(&IntGaugeVec),
+) {
+    let v = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    fill(&v);
+    out.extend(
+        v.collect()
+            .into_iter()
+            .filter(|f| !f.get_metric().is_empty()),
+    );
+}
+
+pub fn families(broker: &Broker, partition_series: bool) -> Vec<MetricFamily> {
+    let mut out = Vec::new();
+    let node = broker.node_id();
+    let topics = broker.catalog.all();
+
+    let (mut partitions, mut leaders, mut under_replicated, mut under_min_isr, mut at_min_isr) =
+        (0, 0, 0, 0, 0);
+    let mut offline = 0;
+    for t in &topics {
+        let min_isr = t.effective.min_insync_replicas as usize;
+        for p in &t.partitions {
+            let place = p.placement(node);
+            if place.replicas.contains(&node) {
+                partitions += 1;
+            }
+            if place.leader < 0 {
+                offline += 1;
+            }
+            if place.leader == node {
+                leaders += 1;
+                under_replicated += i64::from(place.isr.len() < place.replicas.len());
+                under_min_isr += i64::from(place.isr.len() < min_isr);
+                at_min_isr += i64::from(place.isr.len() == min_isr);
+            }
+        }
+    }
+    let global_partitions: usize = topics.iter().map(|t| t.partitions.len()).sum();
+    for (name, help, value) in [
+        (
+            "kafka_server_replicamanager_partitioncount",
+            "Partitions with a replica on this broker",
+            partitions,
+        ),
+        (
+            "kafka_server_replicamanager_leadercount",
+            "Partitions this broker leads",
+            leaders,
+        ),
+        (
+            "kafka_server_replicamanager_underreplicatedpartitions",
+            "Led partitions whose ISR is smaller than their replica set",
+            under_replicated,
+        ),
+        (
+            "kafka_server_replicamanager_underminisrpartitioncount",
+            "Led partitions whose ISR is below min.insync.replicas",
+            under_min_isr,
+        ),
+        (
+            "kafka_server_replicamanager_atminisrpartitioncount",
+            "Led partitions whose ISR is exactly min.insync.replicas",
+            at_min_isr,
+        ),
+        // One node is its own controller; the quorum will report the elected one.
+        (
+            "kafka_controller_kafkacontroller_activecontrollercount",
+            "1 on the active controller, else 0",
+            1,
+        ),
+        (
+            "kafka_controller_kafkacontroller_offlinepartitionscount",
+            "Partitions without a live leader (active controller only)",
+            offline,
+        ),
+        (
+            "kafka_controller_kafkacontroller_globaltopiccount",
+            "Topics in the cluster (active controller only)",
+            topics.len() as i64,
+        ),
+        (
+            "kafka_controller_kafkacontroller_globalpartitioncount",
+            "Partitions in the cluster (active controller only)",
+            global_partitions as i64,
+        ),
+        ("kafka_brokers", "Brokers in the cluster", 1),
+    ] {
+        gauge(&mut out, name, help, value);
+    }
+
+    gauge_vec(
+        &mut out,
+        "kafka_topic_partitions",
+        "Partitions of the topic",
+        &["topic"],
+        |v| {
+            for t in &topics {
+                v.with_label_values(&[&t.name])
+                    .set(t.partitions.len() as i64);
+            }
+        },
+    );
+
+    // Per topic-partition: offsets, sizes and replicas, unless switched off.
+    let mut hw: BTreeMap<(&str, i32), i64> = BTreeMap::new();
+    for t in &topics {
+        for p in &t.partitions {
+            hw.insert((&t.name, p.index), p.log.offsets().high_watermark);
+        }
+    }
+    if partition_series {
+        let per_partition =
+            |out: &mut Vec<MetricFamily>,
+             name: &str,
+             help: &str,
+             value: &dyn Fn(&crate::topics::Partition) -> i64| {
+                gauge_vec(out, name, help, &["topic", "partition"], |v| {
+                    for t in &topics {
+                        for p in &t.partitions {
+                            v.with_label_values(&[&t.name, &p.index.to_string()])
+                                .set(value(p));
+                        }
+                    }
+                });
+            };
+        per_partition(
+            &mut out,
+            "kafka_log_log_size",
+            "Bytes of the partition's log on this broker",
+            &|p| p.log.size_bytes() as i64,
+        );
+        per_partition(
+            &mut out,
+            "kafka_topic_partition_current_offset",
+            "The partition's high watermark (the next offset consumers will see)",
+            &|p| p.log.offsets().high_watermark,
+        );
+        per_partition(
+            &mut out,
+            "kafka_topic_partition_oldest_offset",
+            "The partition's log start offset",
+            &|p| p.log.offsets().log_start,
+        );
+        per_partition(
+            &mut out,
+            "kafka_topic_partition_leader",
+            "Node id of the partition's leader (-1: none)",
+            &|p| p.placement(node).leader as i64,
+        );
+        per_partition(
+            &mut out,
+            "kafka_topic_partition_in_sync_replica",
+            "Replicas in the partition's ISR",
+            &|p| p.placement(node).isr.len() as i64,
+        );
+        per_partition(
+            &mut out,
+            "kafka_topic_partition_under_replicated_partition",
+            "1 if the partition's ISR is smaller than its replica set",
+            &|p| {
+                let place = p.placement(node);
+                i64::from(place.isr.len() < place.replicas.len())
+            },
+        );
+    }
+
+    // Consumer groups: members, committed offsets and lag = max(HW - committed, 0), for the
+    // partitions that have a committed offset (kafka_exporter's definitions).
+    let groups = broker.groups.snapshot();
+    gauge_vec(
+        &mut out,
+        "kafka_consumergroup_members",
+        "Members of the consumer group",
+        &["consumergroup"],
+        |v| {
+            for g in &groups {
+                v.with_label_values(&[&g.id]).set(g.members as i64);
+            }
+        },
+    );
+    let mut sums: BTreeMap<(&str, &str), (i64, i64)> = BTreeMap::new();
+    let current = IntGaugeVec::new(
+        Opts::new(
+            "kafka_consumergroup_current_offset",
+            "The group's committed offset for the partition",
+        ),
+        &["consumergroup", "topic", "partition"],
+    )
+    .expect("valid metric");
+    let lag = IntGaugeVec::new(
+        Opts::new(
+            "kafka_consumergroup_lag",
+            "Records between the group's committed offset and the partition's high watermark",
+        ),
+        &["consumergroup", "topic", "partition"],
+    )
+    .expect("valid metric");
+    for g in &groups {
+        for (topic, partition, offset) in &g.offsets {
+            // Offsets of deleted topics or partitions have no lag to report.
+            let Some(&end) = hw.get(&(topic.as_str(), *partition)) else {
+                continue;
+            };
+            let l = (end - offset).max(0);
+            let s = sums.entry((&g.id, topic)).or_default();
+            s.0 += offset;
+            s.1 += l;
+            if partition_series {
+                let labels = [g.id.as_str(), topic.as_str(), &partition.to_string()];
+                current.with_label_values(&labels).set(*offset);
+                lag.with_label_values(&labels).set(l);
+            }
+        }
+    }
+    for f in [current, lag] {
+        out.extend(
+            f.collect()
+                .into_iter()
+                .filter(|f| !f.get_metric().is_empty()),
+        );
+    }
+    for (i, (name, help)) in [
+        (
+            "kafka_consumergroup_current_offset_sum",
+            "The group's committed offsets summed over the topic's partitions",
+        ),
+        (
+            "kafka_consumergroup_lag_sum",
+            "The group's lag summed over the topic's partitions",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        gauge_vec(&mut out, name, help, &["consumergroup", "topic"], |v| {
+            for ((g, t), (offsets, lag)) in &sums {
+                v.with_label_values(&[g, t])
+                    .set(if i == 0 { *offsets } else { *lag });
+            }
+        });
+    }
+    out
+}
