@@ -24,6 +24,23 @@ if [ ${#pkgs[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${pkgs[@]}" >/dev/null
 fi
+if [ "$what" = test ] && ! command -v promtool >/dev/null; then
+  # Debian's prometheus: tests start a real Prometheus against Cairn and check rules and
+  # metrics with promtool. Without recommends: no node exporter or other services.
+  echo "install-deps: installing prometheus"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+if [ "$what" = test ]; then
+  # check-jsonschema (PyPI) validates docker-compose.yml against the compose spec offline.
+  tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}"
+  if [ ! -x "$tools/bin/check-jsonschema" ]; then
+    echo "install-deps: installing check-jsonschema into $tools"
+    python3 -m venv "$tools"
+    "$tools/bin/pip" install -q check-jsonschema==0.39.0
+  fi
+fi
 if ! command -v cargo >/dev/null; then
   echo "install-deps: cargo is missing; install Rust (https://rustup.rs) and run again" >&2
   exit 1

@@ -1,0 +1,1225 @@
+//! Observability against real processes: the `/metrics`, `/health` and `/ready` endpoints of
+//! a running broker after real traffic (values, not just names, and `promtool check metrics`);
+//! the Grafana dashboards and alert rules parsed as PromQL and checked against the names the
+//! broker exports; the alert rules' own unit tests under promtool; docker-compose.yml
+//! validated against the compose spec; and the compose topology run as processes, with a real
+//! Prometheus scraping Cairn, evaluating the rules and answering every dashboard query.
+//!
+//! Needs promtool, prometheus, kcat and check-jsonschema: `scripts/install-deps.sh test`.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{batch, free_port, name, Broker, Client};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A tool the test needs; a clear failure (not a skip) when it is missing.
+fn tool(name: &str) -> PathBuf {
+    if name == "check-jsonschema" {
+        let dir = std::env::var_os("CAIRN_TOOLS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/cairn-tools")
+            });
+        let p = dir.join("bin/check-jsonschema");
+        assert!(
+            p.exists(),
+            "{} is missing: run scripts/install-deps.sh test",
+            p.display()
+        );
+        return p;
+    }
+    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join(name))
+        .find(|p| p.exists());
+    found.unwrap_or_else(|| panic!("{name} is missing: run scripts/install-deps.sh test"))
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{cmd:?} failed:\n{text}");
+    text
+}
+
+/// A child process killed when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+// ---- HTTP, by hand: GET with HTTP/1.0 and read to the end --------------------------------
+
+fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    try_http_get(addr, path).unwrap_or_else(|e| panic!("GET {addr}{path}: {e}"))
+}
+
+fn try_http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw)?;
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Polls `check` until it returns Some, for at most `secs` (a liveness bound, not a timing
+/// assertion: on a loaded machine it only has to happen eventually).
+fn eventually<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+// ---- the Prometheus text format -------------------------------------------------------------
+
+#[derive(Debug)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+fn parse_exposition(text: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').expect("sample line");
+        let (name, labels) = match series.split_once('{') {
+            Some((n, rest)) => {
+                let body = rest.strip_suffix('}').expect("closing brace");
+                let mut labels = BTreeMap::new();
+                // Label values here never contain '",' (topic and group names are simple).
+                for pair in body.split("\",").filter(|p| !p.is_empty()) {
+                    let (k, v) = pair.split_once("=\"").expect("label");
+                    labels.insert(k.to_string(), v.trim_end_matches('"').to_string());
+                }
+                (n.to_string(), labels)
+            }
+            None => (series.to_string(), BTreeMap::new()),
+        };
+        out.push(Sample {
+            name,
+            labels,
+            value: value.parse().unwrap_or(f64::NAN),
+        });
+    }
+    out
+}
+
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    samples
+        .iter()
+        .find(|s| {
+            s.name == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|s| s.value)
+}
+
+fn scrape(addr: SocketAddr) -> (String, Vec<Sample>) {
+    let (status, body) = http_get(addr, "/metrics");
+    assert_eq!(status, 200, "/metrics answered {status}: {body}");
+    let samples = parse_exposition(&body);
+    (body, samples)
+}
+
+// ---- traffic --------------------------------------------------------------------------------
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+/// An assign-only commit (generation -1), as kafka-consumer-groups --reset-offsets does.
+fn commit(c: &mut Client, group: &str, topic: &str, partition: i32, offset: i64) {
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_id(s(""))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(partition)
+                .with_committed_offset(offset)
+                .with_committed_leader_epoch(-1)])]);
+    let r: OffsetCommitResponse = c.send(ApiKey::OffsetCommit, 8, &req);
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+}
+
+fn start_with_metrics(extra: &[&str]) -> (Broker, SocketAddr) {
+    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let listener = format!("metrics.listener={metrics}");
+    let mut overrides = vec![listener.as_str()];
+    overrides.extend_from_slice(extra);
+    let b = Broker::start_with(&overrides);
+    eventually(30, "/ready", || {
+        matches!(try_http_get(metrics, "/ready"), Ok((200, _))).then_some(())
+    });
+    (b, metrics)
+}
+
+// ---- the tests ------------------------------------------------------------------------------
+
+#[test]
+fn metrics_follow_real_traffic() {
+    let (broker, metrics) = start_with_metrics(&[]);
+    assert_eq!(http_get(metrics, "/health").0, 200);
+    assert_eq!(http_get(metrics, "/nope").0, 404);
+    let mut c = broker.client();
+    assert_eq!(c.create_topic("obs", 2, &[]), 0);
+    assert_eq!(
+        c.create_topic("strict", 1, &[("min.insync.replicas", "2")]),
+        0
+    );
+
+    let mut bytes_in = 0u64;
+    for i in 0..5 {
+        let b = batch(&["a", "b", "c"]);
+        bytes_in += b.len() as u64;
+        assert_eq!(c.produce("obs", i % 2, b, 1).0, 0);
+    }
+    // acks=all on a topic needing 2 in-sync replicas: NOT_ENOUGH_REPLICAS, a failed produce.
+    assert_eq!(c.produce("strict", 0, batch(&["x"]), -1).0, 19);
+    let fetched: FetchResponse =
+        c.send(ApiKey::Fetch, 12, &Client::fetch_request("obs", 0, 0, 0, 0));
+    let p = &fetched.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    let records = p.records.clone().unwrap();
+    assert_eq!(common::records(records.clone()).len(), 9);
+    commit(&mut c, "obs-group", "obs", 0, 2);
+
+    let (text, m) = scrape(metrics);
+    let obs = [("topic", "obs")];
+    assert_eq!(
+        value(&m, "kafka_server_brokertopicmetrics_messagesin_total", &obs),
+        Some(15.0)
+    );
+    assert_eq!(
+        value(&m, "kafka_server_brokertopicmetrics_bytesin_total", &obs),
+        Some(bytes_in as f64)
+    );
+    assert_eq!(
+        value(&m, "kafka_server_brokertopicmetrics_bytesout_total", &obs),
+        Some(records.len() as f64)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "kafka_server_brokertopicmetrics_totalproducerequests_total",
+            &obs
+        ),
+        Some(5.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "kafka_server_brokertopicmetrics_totalfetchrequests_total",
+            &obs
+        ),
+        Some(1.0)
+    );
+    let strict = [("topic", "strict")];
+    assert_eq!(
+        value(
+            &m,
+            "kafka_server_brokertopicmetrics_failedproducerequests_total",
+            &strict
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "kafka_server_brokertopicmetrics_messagesin_total",
+            &strict
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "kafka_network_request_errors_total",
+            &[("request", "Produce"), ("error", "NOT_ENOUGH_REPLICAS")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "kafka_network_request_duration_seconds_count",
+            &[("request", "Produce")]
+        ),
+        Some(6.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "kafka_network_requests_total",
+            &[("request", "OffsetCommit"), ("version", "8")]
+        ),
+        Some(1.0)
+    );
+    // Partition 0 got batches 0, 2 and 4: 9 records; the group committed 2.
+    let p0 = [("topic", "obs"), ("partition", "0")];
+    assert_eq!(
+        value(&m, "kafka_topic_partition_current_offset", &p0),
+        Some(9.0)
+    );
+    assert_eq!(
+        value(&m, "kafka_topic_partition_oldest_offset", &p0),
+        Some(0.0)
+    );
+    assert!(value(&m, "kafka_log_log_size", &p0).unwrap() > 0.0);
+    let g0 = [
+        ("consumergroup", "obs-group"),
+        ("topic", "obs"),
+        ("partition", "0"),
+    ];
+    assert_eq!(
+        value(&m, "kafka_consumergroup_current_offset", &g0),
+        Some(2.0)
+    );
+    assert_eq!(value(&m, "kafka_consumergroup_lag", &g0), Some(7.0));
+    assert_eq!(
+        value(
+            &m,
+            "kafka_consumergroup_lag_sum",
+            &[("consumergroup", "obs-group"), ("topic", "obs")]
+        ),
+        Some(7.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "kafka_consumergroup_members",
+            &[("consumergroup", "obs-group")]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(&m, "kafka_server_replicamanager_partitioncount", &[]),
+        Some(3.0)
+    );
+    assert_eq!(
+        value(&m, "kafka_server_replicamanager_leadercount", &[]),
+        Some(3.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "kafka_server_replicamanager_underminisrpartitioncount",
+            &[]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "kafka_server_replicamanager_underreplicatedpartitions",
+            &[]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "kafka_controller_kafkacontroller_activecontrollercount",
+            &[]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&m, "kafka_controller_kafkacontroller_globaltopiccount", &[]),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "kafka_controller_kafkacontroller_globalpartitioncount",
+            &[]
+        ),
+        Some(3.0)
+    );
+    assert_eq!(
+        value(
+            &m,
+            "kafka_controller_kafkacontroller_offlinepartitionscount",
+            &[]
+        ),
+        Some(0.0)
+    );
+    assert!(
+        value(
+            &m,
+            "kafka_server_socket_server_metrics_connection_count",
+            &[("listener", "PLAINTEXT")]
+        )
+        .unwrap()
+            >= 1.0
+    );
+    assert!(value(&m, "process_resident_memory_bytes", &[]).unwrap() > 0.0);
+    assert_eq!(
+        value(
+            &m,
+            "cairn_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        Some(1.0)
+    );
+
+    // The exposition passes Prometheus's own linter.
+    let mut lint = Command::new(tool("promtool"))
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lint.stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = lint.wait_with_output().unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Exit 3 is lint findings only (1 would be a format error). The accepted findings are
+    // names kept as Strimzi's JMX exporter and kafka_exporter spell them, because existing
+    // dashboards and alert rules query them so.
+    const ACCEPTED_LINT: &[&str] = &[
+        "kafka_server_socket_server_metrics_connection_count non-histogram and non-summary metrics should not have \"_count\" suffix",
+        "kafka_consumergroup_current_offset_sum non-histogram and non-summary metrics should not have \"_sum\" suffix",
+        "kafka_consumergroup_lag_sum non-histogram and non-summary metrics should not have \"_sum\" suffix",
+    ];
+    match out.status.code() {
+        Some(0) => {}
+        Some(3) => {
+            for line in report.lines().filter(|l| !l.trim().is_empty()) {
+                assert!(
+                    ACCEPTED_LINT.contains(&line.trim()),
+                    "promtool check metrics: {line}"
+                );
+            }
+        }
+        other => panic!("promtool check metrics exited {other:?}:\n{report}"),
+    }
+
+    // A deleted topic's series go away; the connection gauge follows closed connections.
+    let del = DeleteTopicsRequest::default()
+        .with_topic_names(vec![name("strict")])
+        .with_timeout_ms(5000);
+    let r: DeleteTopicsResponse = c.send(ApiKey::DeleteTopics, 4, &del);
+    assert_eq!(r.responses[0].error_code, 0);
+    drop(c);
+    let m = eventually(30, "the closed connection to be counted", || {
+        let (_, m) = scrape(metrics);
+        (value(
+            &m,
+            "kafka_server_socket_server_metrics_connection_count",
+            &[("listener", "PLAINTEXT")],
+        ) == Some(0.0))
+        .then_some(m)
+    });
+    assert!(m
+        .iter()
+        .all(|s| s.labels.get("topic").map(String::as_str) != Some("strict")));
+    assert_eq!(
+        value(&m, "kafka_controller_kafkacontroller_globaltopiccount", &[]),
+        Some(1.0)
+    );
+}
+
+#[test]
+fn partition_series_can_be_switched_off() {
+    let (broker, metrics) = start_with_metrics(&["metrics.partition.series.enable=false"]);
+    let mut c = broker.client();
+    assert_eq!(c.create_topic("quiet", 3, &[]), 0);
+    assert_eq!(c.produce("quiet", 1, batch(&["a", "b"]), 1).0, 0);
+    commit(&mut c, "g", "quiet", 1, 1);
+    let (_, m) = scrape(metrics);
+    for per_partition in [
+        "kafka_log_log_size",
+        "kafka_topic_partition_current_offset",
+        "kafka_consumergroup_lag",
+        "kafka_consumergroup_current_offset",
+    ] {
+        assert!(
+            m.iter().all(|s| s.name != per_partition),
+            "{per_partition} is exported"
+        );
+    }
+    assert!(m.iter().all(|s| !s.labels.contains_key("partition")));
+    assert_eq!(
+        value(
+            &m,
+            "kafka_consumergroup_lag_sum",
+            &[("consumergroup", "g"), ("topic", "quiet")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&m, "kafka_topic_partitions", &[("topic", "quiet")]),
+        Some(3.0)
+    );
+}
+
+#[test]
+fn bad_metrics_listener_stops_start_up_with_a_message() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args([
+            "--override",
+            "metrics.listener=nowhere",
+            "--override",
+            "log.dirs=/nonexistent/x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("metrics.listener"), "{err}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["--override", "metrics.partition.series.enable=maybe"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("metrics.partition.series.enable"), "{err}");
+}
+
+#[test]
+fn healthcheck_subcommand_follows_ready() {
+    let port = free_port();
+    let hc = |addr: &str| {
+        Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["healthcheck", addr])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(
+        !hc(&format!("127.0.0.1:{port}")),
+        "healthy with nothing listening"
+    );
+    let (_broker, metrics) = start_with_metrics(&[]);
+    assert!(hc(&metrics.to_string()));
+}
+
+// ---- dashboards and rules against the exported names ------------------------------------------
+
+/// Names the broker exports, with the labels each carries, after traffic that makes every
+/// family appear (topics, a group with an offset, a request error).
+fn exported_names() -> BTreeMap<String, BTreeSet<String>> {
+    let (broker, metrics) = start_with_metrics(&[]);
+    let mut c = broker.client();
+    assert_eq!(
+        c.create_topic("names", 1, &[("min.insync.replicas", "2")]),
+        0
+    );
+    assert_eq!(c.produce("names", 0, batch(&["a"]), 1).0, 0);
+    assert_eq!(c.produce("names", 0, batch(&["b"]), -1).0, 19);
+    commit(&mut c, "names-group", "names", 0, 1);
+    let (_, m) = scrape(metrics);
+    let mut names: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for s in m {
+        names
+            .entry(s.name)
+            .or_default()
+            .extend(s.labels.into_keys());
+    }
+    names
+}
+
+/// Grafana's variables replaced by values PromQL accepts.
+fn substitute(expr: &str) -> String {
+    expr.replace("$__rate_interval", "15s")
+        .replace("$instance", ".*")
+        .replace("$topic", ".*")
+        .replace("$consumergroup", ".*")
+}
+
+/// Every metric name an expression selects, and what a Grafana linter would object to:
+/// counters (`_total`, `_bucket`) outside rate/irate/increase, and those functions over a
+/// range other than `$__rate_interval`. A small PromQL tokenizer: the syntax itself is
+/// checked by promtool (`promql_is_valid`).
+fn selectors(expr: &str, problems: &mut Vec<String>) -> Vec<String> {
+    const KEYWORDS: &[&str] = &["and", "or", "unless", "bool", "offset", "inf", "nan"];
+    const AGGREGATIONS: &[&str] = &[
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "group",
+        "stddev",
+        "stdvar",
+        "count",
+        "count_values",
+        "bottomk",
+        "topk",
+        "quantile",
+        "limitk",
+        "limit_ratio",
+    ];
+    const LABEL_LISTS: &[&str] = &[
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+    ];
+    let chars: Vec<char> = expr.chars().collect();
+    let mut names = Vec::new();
+    // The function (or "" for plain parentheses) each open parenthesis belongs to.
+    let mut calls: Vec<String> = Vec::new();
+    let mut pending: Option<String> = None;
+    let mut i = 0;
+    let skip_to = |i: &mut usize, close: char| {
+        while *i < chars.len() && chars[*i] != close {
+            if chars[*i] == '"' {
+                *i += 1;
+                while *i < chars.len() && chars[*i] != '"' {
+                    *i += if chars[*i] == '\\' { 2 } else { 1 };
+                }
+            }
+            *i += 1;
+        }
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '"' || c == '\'' {
+            let q = c;
+            i += 1;
+            while i < chars.len() && chars[i] != q {
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+        } else if c == '{' {
+            skip_to(&mut i, '}');
+            i += 1;
+        } else if c == '[' {
+            let start = i + 1;
+            skip_to(&mut i, ']');
+            let range: String = chars[start..i.min(chars.len())].iter().collect();
+            if let Some(f) = calls.last() {
+                if ["rate", "irate", "increase"].contains(&f.as_str())
+                    && range != "$__rate_interval"
+                {
+                    problems.push(format!("{f}() over [{range}], not $__rate_interval"));
+                }
+            }
+            i += 1;
+        } else if c == '(' {
+            calls.push(pending.take().unwrap_or_default());
+            i += 1;
+        } else if c == ')' {
+            calls.pop();
+            i += 1;
+        } else if c.is_ascii_alphabetic() || c == '_' || c == ':' {
+            let start = i;
+            while i < chars.len()
+                && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':')
+            {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            let mut j = i;
+            while j < chars.len() && chars[j] == ' ' {
+                j += 1;
+            }
+            let next = chars.get(j).copied();
+            if LABEL_LISTS.contains(&word.as_str()) {
+                if next == Some('(') {
+                    i = j;
+                    skip_to(&mut i, ')');
+                    i += 1;
+                }
+            } else if next == Some('(') {
+                calls.push(word);
+                i = j + 1;
+            } else if AGGREGATIONS.contains(&word.as_str()) {
+                // `sum by (x) (...)`: the call's parenthesis comes after the label list.
+                pending = Some(word);
+            } else if !KEYWORDS.contains(&word.to_ascii_lowercase().as_str()) {
+                let counter = word.ends_with("_total") || word.ends_with("_bucket");
+                let in_rate = calls
+                    .iter()
+                    .any(|f| ["rate", "irate", "increase"].contains(&f.as_str()));
+                if counter && !in_rate {
+                    problems.push(format!("counter {word} is used without rate/increase"));
+                }
+                names.push(word);
+            }
+        } else if c.is_ascii_digit() {
+            // Numbers and durations (5m, 0.99, 1e3).
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
+                i += 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    names
+}
+
+/// Parses every expression with Prometheus's own parser: as recording rules under
+/// `promtool check rules`. Returns the places whose expression it refused.
+fn promql_is_valid(queries: &[(String, String)]) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let promtool = tool("promtool");
+    let mut bad = Vec::new();
+    for (place, q) in queries {
+        let rule = serde_yaml::to_string(&serde_json::json!({
+            "groups": [{"name": "check", "rules": [{"record": "dashboard:check", "expr": substitute(q)}]}]
+        }))
+        .unwrap();
+        let path = dir.path().join("rule.yml");
+        std::fs::write(&path, rule).unwrap();
+        let out = Command::new(&promtool)
+            .args(["check", "rules"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            bad.push(format!(
+                "{place}: {q:?}: {}",
+                String::from_utf8_lossy(&out.stdout).trim()
+            ));
+        }
+    }
+    bad
+}
+
+fn dashboards() -> Vec<(PathBuf, serde_json::Value)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(root().join("grafana/dashboards")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let json = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()));
+            out.push((path, json));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    assert!(
+        out.len() >= 3,
+        "the overview, topics and consumer-groups dashboards"
+    );
+    out
+}
+
+/// (where, PromQL) of every panel target in a dashboard, checking panel conventions.
+fn dashboard_queries(
+    path: &Path,
+    d: &serde_json::Value,
+    problems: &mut Vec<String>,
+) -> Vec<(String, String)> {
+    let file = path.file_name().unwrap().to_string_lossy().to_string();
+    let mut out = Vec::new();
+    let vars = d["templating"]["list"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let ds_vars = vars.iter().filter(|v| v["type"] == "datasource").count();
+    if ds_vars != 1 {
+        problems.push(format!("{file}: {ds_vars} datasource variables, want 1"));
+    }
+    for v in &vars {
+        if v["type"] == "query" {
+            // label_values(metric, label): the metric and label must exist.
+            let q = v["query"]["query"]
+                .as_str()
+                .or(v["query"].as_str())
+                .unwrap_or_default();
+            out.push((format!("{file} variable {}", v["name"]), q.to_string()));
+        }
+    }
+    for p in d["panels"].as_array().unwrap() {
+        let title = p["title"].as_str().unwrap_or_default();
+        if p["type"] == "row" {
+            continue;
+        }
+        if title.is_empty() {
+            problems.push(format!("{file}: a panel without a title"));
+        }
+        if p["datasource"]["uid"] != "${datasource}" {
+            problems.push(format!(
+                "{file} '{title}': datasource is not the ${{datasource}} variable"
+            ));
+        }
+        if p["fieldConfig"]["defaults"]["unit"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty()
+        {
+            problems.push(format!("{file} '{title}': no unit"));
+        }
+        let targets = p["targets"].as_array().cloned().unwrap_or_default();
+        if targets.is_empty() {
+            problems.push(format!("{file} '{title}': no queries"));
+        }
+        for t in targets {
+            out.push((
+                format!("{file} '{title}'"),
+                t["expr"].as_str().unwrap_or_default().to_string(),
+            ));
+        }
+    }
+    out
+}
+
+fn rule_queries() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(root().join("prometheus/alerts.yml")).unwrap();
+    let y: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let mut out = Vec::new();
+    for g in y["groups"].as_sequence().unwrap() {
+        for r in g["rules"].as_sequence().unwrap() {
+            out.push((
+                format!("alert {}", r["alert"].as_str().unwrap_or("?")),
+                r["expr"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn dashboards_and_rules_query_only_what_the_broker_exports() {
+    let exported = exported_names();
+    let mut problems = Vec::new();
+    let mut uids = BTreeSet::new();
+    let mut queries = rule_queries();
+    for (path, d) in dashboards() {
+        let uid = d["uid"].as_str().unwrap_or_default().to_string();
+        if uid.is_empty() || !uids.insert(uid.clone()) {
+            problems.push(format!(
+                "{}: missing or duplicate uid '{uid}'",
+                path.display()
+            ));
+        }
+        queries.extend(dashboard_queries(&path, &d, &mut problems));
+    }
+    // Prometheus's own series that rules may use.
+    let prometheus_made = ["up"];
+    for (place, q) in &queries {
+        if let Some(args) = q.strip_prefix("label_values(") {
+            let (metric, label) = args.trim_end_matches(')').split_once(',').unwrap();
+            // Prometheus adds `instance` and `job` to every scraped series.
+            let label = label.trim();
+            match exported.get(metric.trim()) {
+                Some(labels) if labels.contains(label) || ["instance", "job"].contains(&label) => {}
+                _ => problems.push(format!("{place}: {metric} has no label {label}")),
+            }
+            continue;
+        }
+        let mut found = Vec::new();
+        let names = selectors(q, &mut found);
+        problems.extend(found.into_iter().map(|p| format!("{place}: {p}")));
+        assert!(!names.is_empty(), "{place}: selects nothing");
+        for n in names {
+            if !exported.contains_key(&n) && !prometheus_made.contains(&n.as_str()) {
+                problems.push(format!("{place}: {n} is not exported by the broker"));
+            }
+        }
+    }
+    let promql: Vec<(String, String)> = queries
+        .iter()
+        .filter(|(_, q)| !q.starts_with("label_values("))
+        .cloned()
+        .collect();
+    problems.extend(promql_is_valid(&promql));
+    // The provisioned datasource is the one the dashboards default to.
+    let ds =
+        std::fs::read_to_string(root().join("grafana/provisioning/datasources/prometheus.yml"))
+            .unwrap();
+    let ds: serde_yaml::Value = serde_yaml::from_str(&ds).unwrap();
+    assert_eq!(ds["datasources"][0]["uid"].as_str(), Some("prometheus"));
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+    assert!(queries.len() > 40, "only {} queries checked", queries.len());
+}
+
+#[test]
+fn alert_rules_pass_promtool_and_their_unit_tests() {
+    let promtool = tool("promtool");
+    run_ok(
+        Command::new(&promtool)
+            .args(["check", "config"])
+            .arg(root().join("prometheus/prometheus.yml")),
+    );
+    let out = run_ok(
+        Command::new(&promtool)
+            .args(["test", "rules", "alerts.test.yml"])
+            .current_dir(root().join("prometheus")),
+    );
+    assert!(out.contains("SUCCESS"), "{out}");
+}
+
+#[test]
+fn compose_file_follows_the_compose_spec() {
+    run_ok(
+        Command::new(tool("check-jsonschema"))
+            .args(["--builtin-schema", "vendor.compose-spec"])
+            .arg(root().join("docker-compose.yml")),
+    );
+    // And the checker does reject a broken file, so the check above means something.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yml");
+    std::fs::write(&bad, "services:\n  x:\n    image: 3\n    ports: {a: b}\n").unwrap();
+    let st = Command::new(tool("check-jsonschema"))
+        .args(["--builtin-schema", "vendor.compose-spec"])
+        .arg(&bad)
+        .output()
+        .unwrap()
+        .status;
+    assert!(
+        !st.success(),
+        "check-jsonschema accepted a broken compose file"
+    );
+}
+
+// ---- the compose topology as processes, with a real Prometheus ---------------------------------
+
+/// Rewrites a listener list (`NAME://host:port,...`) to loopback ports from `ports`.
+fn loopback_listeners(v: &str, ports: &BTreeMap<String, u16>) -> String {
+    v.split(',')
+        .map(|l| {
+            let (name, _) = l.split_once("://").unwrap();
+            format!("{name}://127.0.0.1:{}", ports[name])
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+struct Query(SocketAddr);
+
+impl Query {
+    /// The result vector of an instant query, or the error Prometheus gave.
+    fn instant(&self, q: &str) -> Result<Vec<serde_json::Value>, String> {
+        let (status, body) =
+            try_http_get(self.0, &format!("/api/v1/query?query={}", url_encode(q)))
+                .map_err(|e| e.to_string())?;
+        let v: serde_json::Value =
+            serde_json::from_str(&body).map_err(|e| format!("HTTP {status}: {e}: {body}"))?;
+        if v["status"] != "success" {
+            return Err(format!("{}: {}", v["errorType"], v["error"]));
+        }
+        Ok(v["data"]["result"].as_array().cloned().unwrap_or_default())
+    }
+
+    fn scalar(&self, q: &str) -> Option<f64> {
+        let r = self.instant(q).ok()?;
+        r.first()?["value"][1].as_str()?.parse().ok()
+    }
+}
+
+#[test]
+fn compose_topology_runs_as_processes_under_a_real_prometheus() {
+    let compose: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(root().join("docker-compose.yml")).unwrap())
+            .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut brokers = Vec::new();
+    // host:port in the scrape config -> where the process listens.
+    let mut targets: BTreeMap<String, String> = BTreeMap::new();
+    let mut bootstrap = None;
+    for (svc, def) in compose["services"].as_mapping().unwrap() {
+        let svc = svc.as_str().unwrap();
+        if def["build"].is_null() {
+            continue; // prometheus and grafana: the test runs its own Prometheus below.
+        }
+        let env = def["environment"].as_mapping().unwrap();
+        let get = |k: &str| {
+            env.get(k)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let names: Vec<String> = get("KAFKA_LISTENERS")
+            .split(',')
+            .map(|l| l.split_once("://").unwrap().0.to_string())
+            .collect();
+        let ports: BTreeMap<String, u16> = names.iter().map(|n| (n.clone(), free_port())).collect();
+        let metrics = format!("127.0.0.1:{}", free_port());
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
+        for (k, v) in env {
+            let (k, v) = (k.as_str().unwrap(), v.as_str().unwrap());
+            let v = match k {
+                "KAFKA_LISTENERS" | "KAFKA_ADVERTISED_LISTENERS" => loopback_listeners(v, &ports),
+                "KAFKA_LOG_DIRS" => tmp.path().join(svc).display().to_string(),
+                "KAFKA_METRICS_LISTENER" => metrics.clone(),
+                _ => v.to_string(),
+            };
+            cmd.env(k, v);
+        }
+        cmd.env("CAIRN_LOG", "warn").stdout(Stdio::null());
+        brokers.push(Proc(cmd.spawn().unwrap()));
+        let scrape_port = get("KAFKA_METRICS_LISTENER")
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .to_string();
+        targets.insert(format!("{svc}:{scrape_port}"), metrics.clone());
+        bootstrap.get_or_insert(format!("127.0.0.1:{}", ports[&names[names.len() - 1]]));
+
+        // The compose health check, run as the container would run it.
+        let test: Vec<String> = def["healthcheck"]["test"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(test[0], "CMD");
+        assert!(test[1].ends_with("/cairn"), "{test:?}");
+        eventually(30, "the compose health check to pass", || {
+            let args: Vec<String> = test[2..]
+                .iter()
+                .map(|a| {
+                    if a.ends_with(":9644") {
+                        metrics.clone()
+                    } else {
+                        a.clone()
+                    }
+                })
+                .collect();
+            Command::new(env!("CARGO_BIN_EXE_cairn"))
+                .args(&args)
+                .output()
+                .unwrap()
+                .status
+                .success()
+                .then_some(())
+        });
+    }
+    assert!(
+        !brokers.is_empty(),
+        "docker-compose.yml has no cairn service"
+    );
+    let bootstrap = bootstrap.unwrap();
+
+    // The repository's scrape config and rules, pointed at the processes, scraping every second.
+    let prom_dir = tmp.path().join("prometheus");
+    std::fs::create_dir_all(&prom_dir).unwrap();
+    std::fs::copy(
+        root().join("prometheus/alerts.yml"),
+        prom_dir.join("alerts.yml"),
+    )
+    .unwrap();
+    let mut config: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(root().join("prometheus/prometheus.yml")).unwrap(),
+    )
+    .unwrap();
+    config["global"]["scrape_interval"] = "1s".into();
+    config["global"]["evaluation_interval"] = "1s".into();
+    let mut rewritten = 0;
+    for job in config["scrape_configs"].as_sequence_mut().unwrap() {
+        for sc in job["static_configs"].as_sequence_mut().unwrap() {
+            for t in sc["targets"].as_sequence_mut().unwrap() {
+                let addr = targets
+                    .get(t.as_str().unwrap())
+                    .unwrap_or_else(|| panic!("scrape target {t:?} is not a compose service"));
+                *t = addr.clone().into();
+                rewritten += 1;
+            }
+        }
+    }
+    assert_eq!(rewritten, targets.len(), "every broker is scraped");
+    std::fs::write(
+        prom_dir.join("prometheus.yml"),
+        serde_yaml::to_string(&config).unwrap(),
+    )
+    .unwrap();
+    let prom_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let _prometheus = Proc(
+        Command::new(tool("prometheus"))
+            .arg(format!(
+                "--config.file={}",
+                prom_dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                tmp.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={prom_addr}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let prom = Query(prom_addr);
+    eventually(60, "Prometheus to scrape every broker", || {
+        (prom.scalar("count(up{job=\"cairn\"} == 1)") == Some(targets.len() as f64)).then_some(())
+    });
+
+    // Real clients: kcat produces a record (creating the topic), and once Prometheus has
+    // seen the topic's counters, 200 more (a rate needs two samples of a moving counter);
+    // then a kcat group consumer reads everything and commits.
+    let produce = |n: usize| {
+        let input: String = (0..n).map(|i| format!("record-{i}\n")).collect();
+        let mut producer = Command::new(tool("kcat"))
+            .args(["-P", "-b", &bootstrap, "-t", "compose-topic"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        producer
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        assert!(producer.wait().unwrap().success());
+    };
+    produce(1);
+    eventually(60, "the new topic's counter in Prometheus", || {
+        prom.scalar("kafka_server_brokertopicmetrics_messagesin_total{topic=\"compose-topic\"}")
+    });
+    produce(200);
+    let _consumer = Proc(
+        Command::new(tool("kcat"))
+            .args([
+                "-b",
+                &bootstrap,
+                "-G",
+                "compose-group",
+                "-o",
+                "beginning",
+                "-q",
+            ])
+            .args(["-X", "auto.commit.interval.ms=200", "compose-topic"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+
+    eventually(90, "the produce rate in Prometheus", || {
+        prom.scalar("sum(rate(kafka_server_brokertopicmetrics_messagesin_total{topic=\"compose-topic\"}[30s]))")
+            .filter(|v| *v > 0.0)
+    });
+    eventually(
+        90,
+        "the group's committed offset and member in Prometheus",
+        || {
+            let committed = prom.scalar(
+                "sum(kafka_consumergroup_current_offset{consumergroup=\"compose-group\"})",
+            )?;
+            let members =
+                prom.scalar("kafka_consumergroup_members{consumergroup=\"compose-group\"}")?;
+            let lag =
+                prom.scalar("sum(kafka_consumergroup_lag{consumergroup=\"compose-group\"})")?;
+            (committed == 201.0 && members == 1.0 && lag == 0.0).then_some(())
+        },
+    );
+
+    // Every dashboard query is accepted by Prometheus and returns data.
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for (path, d) in dashboards() {
+        for (place, q) in dashboard_queries(&path, &d, &mut problems) {
+            if q.starts_with("label_values(") {
+                continue;
+            }
+            let q = substitute(&q);
+            checked += 1;
+            let r = eventually(60, &format!("{place} to answer"), || {
+                match prom.instant(&q) {
+                    Ok(r) if r.is_empty() => None,
+                    other => Some(other),
+                }
+            });
+            if let Err(e) = r {
+                problems.push(format!("{place}: {q}: {e}"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(checked > 30);
+
+    // The alert rules are loaded and evaluate without error, and none fires on a healthy node.
+    let rules = eventually(60, "every rule to be evaluated", || {
+        let (_, body) = try_http_get(prom_addr, "/api/v1/rules").ok()?;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let rules: Vec<serde_json::Value> = v["data"]["groups"]
+            .as_array()?
+            .iter()
+            .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+            .collect();
+        rules
+            .iter()
+            .all(|r| {
+                r["lastEvaluation"]
+                    .as_str()
+                    .is_some_and(|t| !t.starts_with("0001"))
+            })
+            .then_some(rules)
+    });
+    assert_eq!(rules.len(), rule_queries().len());
+    for r in &rules {
+        assert_eq!(r["health"], "ok", "rule {} : {}", r["name"], r["lastError"]);
+        assert_eq!(
+            r["state"], "inactive",
+            "rule {} fires on a healthy broker",
+            r["name"]
+        );
+    }
+}
