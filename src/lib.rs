@@ -12,6 +12,8 @@
 //!   committed offsets.
 //! - [`log`]: a partition's log: offsets, leader epochs, idempotence, HW/LEO, retention.
 //! - [`storage`]: narrow storage traits; `storage::rocks` is the only place RocksDB is named.
+//! - [`metrics`]: Prometheus metrics under Strimzi's and kafka_exporter's names, and the HTTP
+//!   listener serving `/metrics`, `/health` and `/ready`.
 //! - [`error`]: our errors and the one mapping to Kafka error codes.
 //! - [`broker`]: the shared state handlers see.
 //!
