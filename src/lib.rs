@@ -8,6 +8,8 @@
 //! - [`handlers`]: one small module per API family: check, delegate, respond.
 //! - [`topics`]: the topic catalog (names, stable ids, partitions, config overrides).
 //! - [`topic_config`]: topic config keys, defaults, validation, effective settings.
+//! - [`controller`]: the cluster metadata state machine (records, image, controller
+//!   decisions) that the Raft quorum will order.
 //! - [`coordinator`]: consumer groups (classic and KIP-848), each a pure state machine, and
 //!   committed offsets.
 //! - [`log`]: a partition's log: offsets, leader epochs, idempotence, HW/LEO, retention.
@@ -34,6 +36,7 @@
 
 pub mod broker;
 pub mod config;
+pub mod controller;
 pub mod coordinator;
 pub mod dispatch;
 pub mod error;

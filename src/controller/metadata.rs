@@ -1,0 +1,803 @@
+//! The cluster metadata state machine: KRaft's records and the image they build, and the
+//! controller's decisions that turn requests into records.
+//!
+//! Two halves, both pure (no I/O, no clock):
+//!
+//! - [`Image::apply`] folds one committed [`Record`] into the image. It is deterministic and
+//!   never fails, so every voter and broker that applies the same log holds the same image.
+//! - The decision methods (`register_broker`, `create_topic`, `alter_partition`,
+//!   `fence_broker`, ...) run on the active controller against its image and return the
+//!   records to commit, or the Kafka error to answer. Every partition change is a
+//!   compare-and-set: it names the partition epoch it was decided on, and `apply` drops a
+//!   change whose epoch is no longer current (a decision raced by another commit).
+//!
+//! The Raft log that orders the records (openraft) and the RPCs that feed the decisions
+//! (BrokerRegistration, BrokerHeartbeat, AlterPartition) sit around this module.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::ResponseError;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// "No leader": the partition is offline.
+pub const NO_LEADER: i32 = -1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub listener: String,
+    pub host: String,
+    pub port: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerState {
+    pub id: i32,
+    /// The offset of the registration record: new on every registration, never reused.
+    pub epoch: i64,
+    pub incarnation: Uuid,
+    pub endpoints: Vec<Endpoint>,
+    pub rack: Option<String>,
+    /// Fenced brokers neither lead nor join an ISR; a broker registers fenced.
+    pub fenced: bool,
+    /// In controlled shutdown: leads nothing, joins no ISR.
+    pub shutting_down: bool,
+}
+
+impl BrokerState {
+    fn eligible(&self) -> bool {
+        !self.fenced && !self.shutting_down
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionState {
+    /// In preference order: the first is the preferred leader.
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub leader: i32,
+    /// Bumped on every leader change; stamped into the batches that leader writes.
+    pub leader_epoch: i32,
+    /// Bumped on every change at all; what compare-and-set compares.
+    pub partition_epoch: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicState {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: Vec<PartitionState>,
+}
+
+/// A committed metadata change (KRaft's RegisterBrokerRecord, FenceBrokerRecord,
+/// TopicRecord, PartitionRecord, PartitionChangeRecord, RemoveTopicRecord, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Record {
+    RegisterBroker {
+        id: i32,
+        incarnation: Uuid,
+        endpoints: Vec<Endpoint>,
+        rack: Option<String>,
+    },
+    FenceBroker {
+        id: i32,
+        epoch: i64,
+    },
+    UnfenceBroker {
+        id: i32,
+        epoch: i64,
+    },
+    BrokerShuttingDown {
+        id: i32,
+        epoch: i64,
+    },
+    Topic {
+        name: String,
+        id: Uuid,
+    },
+    Partition {
+        topic: Uuid,
+        index: i32,
+        replicas: Vec<i32>,
+        isr: Vec<i32>,
+        leader: i32,
+    },
+    /// A change decided on `partition_epoch`; dropped if the partition has moved on since.
+    /// A new leader bumps the leader epoch; every applied change bumps the partition epoch.
+    PartitionChange {
+        topic: Uuid,
+        index: i32,
+        partition_epoch: i32,
+        isr: Option<Vec<i32>>,
+        leader: Option<i32>,
+        replicas: Option<Vec<i32>>,
+    },
+    RemoveTopic {
+        id: Uuid,
+    },
+}
+
+/// What AlterPartition asks: the leader's proposed ISR, decided on its view of the partition.
+#[derive(Debug, Clone)]
+pub struct AlterIsr {
+    pub broker: i32,
+    pub broker_epoch: i64,
+    pub topic: Uuid,
+    pub index: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub isr: Vec<i32>,
+}
+
+/// The metadata as of `offset`, the last record applied.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    pub offset: i64,
+    pub brokers: BTreeMap<i32, BrokerState>,
+    pub topics: BTreeMap<Uuid, TopicState>,
+    pub names: BTreeMap<String, Uuid>,
+}
+
+impl Image {
+    pub fn new() -> Image {
+        Image {
+            offset: -1,
+            ..Default::default()
+        }
+    }
+
+    pub fn partition(&self, topic: Uuid, index: i32) -> Option<&PartitionState> {
+        self.topics
+            .get(&topic)?
+            .partitions
+            .get(usize::try_from(index).ok()?)
+    }
+
+    fn eligible(&self, id: i32) -> bool {
+        self.brokers.get(&id).is_some_and(BrokerState::eligible)
+    }
+
+    /// Folds one committed record in. Records from a newer writer that this image cannot
+    /// place (an unknown topic, a stale compare-and-set) change nothing.
+    pub fn apply(&mut self, offset: i64, record: &Record) {
+        self.offset = offset;
+        match record {
+            Record::RegisterBroker {
+                id,
+                incarnation,
+                endpoints,
+                rack,
+            } => {
+                self.brokers.insert(
+                    *id,
+                    BrokerState {
+                        id: *id,
+                        epoch: offset,
+                        incarnation: *incarnation,
+                        endpoints: endpoints.clone(),
+                        rack: rack.clone(),
+                        fenced: true,
+                        shutting_down: false,
+                    },
+                );
+            }
+            Record::FenceBroker { id, epoch } | Record::UnfenceBroker { id, epoch } => {
+                if let Some(b) = self.brokers.get_mut(id).filter(|b| b.epoch == *epoch) {
+                    b.fenced = matches!(record, Record::FenceBroker { .. });
+                    if !b.fenced {
+                        b.shutting_down = false;
+                    }
+                }
+            }
+            Record::BrokerShuttingDown { id, epoch } => {
+                if let Some(b) = self.brokers.get_mut(id).filter(|b| b.epoch == *epoch) {
+                    b.shutting_down = true;
+                }
+            }
+            Record::Topic { name, id } => {
+                self.names.insert(name.clone(), *id);
+                self.topics.insert(
+                    *id,
+                    TopicState {
+                        name: name.clone(),
+                        id: *id,
+                        partitions: Vec::new(),
+                    },
+                );
+            }
+            Record::Partition {
+                topic,
+                index,
+                replicas,
+                isr,
+                leader,
+            } => {
+                if let Some(t) = self.topics.get_mut(topic) {
+                    if *index as usize == t.partitions.len() {
+                        t.partitions.push(PartitionState {
+                            replicas: replicas.clone(),
+                            isr: isr.clone(),
+                            leader: *leader,
+                            leader_epoch: 0,
+                            partition_epoch: 0,
+                        });
+                    }
+                }
+            }
+            Record::PartitionChange {
+                topic,
+                index,
+                partition_epoch,
+                isr,
+                leader,
+                replicas,
+            } => {
+                let Some(p) = self
+                    .topics
+                    .get_mut(topic)
+                    .and_then(|t| t.partitions.get_mut(*index as usize))
+                else {
+                    return;
+                };
+                if p.partition_epoch != *partition_epoch {
+                    return;
+                }
+                if let Some(isr) = isr {
+                    p.isr = isr.clone();
+                }
+                if let Some(r) = replicas {
+                    p.replicas = r.clone();
+                }
+                if let Some(l) = leader {
+                    if *l != p.leader {
+                        p.leader = *l;
+                        p.leader_epoch += 1;
+                    }
+                }
+                p.partition_epoch += 1;
+            }
+            Record::RemoveTopic { id } => {
+                if let Some(t) = self.topics.remove(id) {
+                    self.names.remove(&t.name);
+                }
+            }
+        }
+    }
+
+    // ---- decisions (on the active controller) ------------------------------------------
+
+    /// BrokerRegistration: a new epoch for `id` (the broker starts fenced).
+    pub fn register_broker(
+        &self,
+        id: i32,
+        incarnation: Uuid,
+        endpoints: Vec<Endpoint>,
+        rack: Option<String>,
+    ) -> Result<Vec<Record>, ResponseError> {
+        if let Some(b) = self.brokers.get(&id) {
+            // The same incarnation retrying is fine; another live process with our id is not.
+            if b.incarnation != incarnation && !b.fenced {
+                return Err(ResponseError::DuplicateBrokerRegistration);
+            }
+        }
+        Ok(vec![Record::RegisterBroker {
+            id,
+            incarnation,
+            endpoints,
+            rack,
+        }])
+    }
+
+    /// A broker that caught up on metadata is unfenced; partitions left without a leader
+    /// whose ISR names it get it as leader.
+    pub fn unfence_broker(&self, id: i32) -> Vec<Record> {
+        let Some(b) = self.brokers.get(&id).filter(|b| b.fenced) else {
+            return Vec::new();
+        };
+        let mut out = vec![Record::UnfenceBroker { id, epoch: b.epoch }];
+        for (tid, t) in &self.topics {
+            for (i, p) in t.partitions.iter().enumerate() {
+                if p.leader == NO_LEADER && p.isr.contains(&id) {
+                    out.push(change(*tid, i, p, None, Some(id)));
+                }
+            }
+        }
+        out
+    }
+
+    /// Fences `id` (its session expired): it leaves every ISR it is in unless it is the last
+    /// member (the ISR never empties, so no unclean leader can appear), and every partition
+    /// it led gets a new leader from the rest of the ISR, or none.
+    pub fn fence_broker(&self, id: i32) -> Vec<Record> {
+        let Some(b) = self.brokers.get(&id).filter(|b| !b.fenced) else {
+            return Vec::new();
+        };
+        let mut out = vec![Record::FenceBroker { id, epoch: b.epoch }];
+        out.extend(self.move_away_from(id, true));
+        out
+    }
+
+    /// Controlled shutdown: leadership moves to other ISR members first; the broker stays in
+    /// the ISR (it is caught up) until it is fenced at exit.
+    pub fn shut_down_broker(&self, id: i32) -> Vec<Record> {
+        let Some(b) = self.brokers.get(&id).filter(|b| !b.shutting_down) else {
+            return Vec::new();
+        };
+        let mut out = vec![Record::BrokerShuttingDown { id, epoch: b.epoch }];
+        out.extend(self.move_away_from(id, false));
+        out
+    }
+
+    fn move_away_from(&self, id: i32, leave_isr: bool) -> Vec<Record> {
+        let usable = |r: i32| r != id && self.eligible(r);
+        let mut out = Vec::new();
+        for (tid, t) in &self.topics {
+            for (i, p) in t.partitions.iter().enumerate() {
+                let in_isr = p.isr.contains(&id);
+                if p.leader != id && !(leave_isr && in_isr) {
+                    continue;
+                }
+                let isr = if leave_isr && in_isr && p.isr.len() > 1 {
+                    Some(
+                        p.isr
+                            .iter()
+                            .copied()
+                            .filter(|r| *r != id)
+                            .collect::<Vec<_>>(),
+                    )
+                } else {
+                    None
+                };
+                let leader = if p.leader == id {
+                    let candidates = isr.as_ref().unwrap_or(&p.isr);
+                    Some(
+                        p.replicas
+                            .iter()
+                            .copied()
+                            .find(|r| candidates.contains(r) && usable(*r))
+                            .unwrap_or(NO_LEADER),
+                    )
+                } else {
+                    None
+                };
+                if isr.is_some() || leader.is_some() {
+                    out.push(change(*tid, i, p, isr, leader));
+                }
+            }
+        }
+        out
+    }
+
+    /// CreateTopics: `partitions` partitions of `rf` replicas each on distinct eligible
+    /// brokers, round-robin from `start` (Kafka picks it at random) so leaders spread.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        id: Uuid,
+        partitions: i32,
+        rf: i16,
+        start: usize,
+    ) -> Result<Vec<Record>, ResponseError> {
+        if self.names.contains_key(name) {
+            return Err(ResponseError::TopicAlreadyExists);
+        }
+        let live: Vec<i32> = self
+            .brokers
+            .values()
+            .filter(|b| b.eligible())
+            .map(|b| b.id)
+            .collect();
+        if rf < 1 || rf as usize > live.len() {
+            return Err(ResponseError::InvalidReplicationFactor);
+        }
+        if partitions < 1 {
+            return Err(ResponseError::InvalidPartitions);
+        }
+        let n = live.len();
+        let mut out = vec![Record::Topic {
+            name: name.to_string(),
+            id,
+        }];
+        for p in 0..partitions as usize {
+            let replicas: Vec<i32> = (0..rf as usize)
+                .map(|j| live[(start + p + j) % n])
+                .collect();
+            out.push(Record::Partition {
+                topic: id,
+                index: p as i32,
+                leader: replicas[0],
+                isr: replicas.clone(),
+                replicas,
+            });
+        }
+        Ok(out)
+    }
+
+    /// AlterPartition from a leader: checked like Kafka's controller, in its order.
+    pub fn alter_partition(&self, req: &AlterIsr) -> Result<Vec<Record>, ResponseError> {
+        match self.brokers.get(&req.broker) {
+            Some(b) if b.epoch == req.broker_epoch => {}
+            _ => return Err(ResponseError::StaleBrokerEpoch),
+        }
+        let p = self
+            .partition(req.topic, req.index)
+            .ok_or(ResponseError::UnknownTopicOrPartition)?;
+        if p.leader != req.broker {
+            return Err(ResponseError::NotLeaderOrFollower);
+        }
+        if req.leader_epoch != p.leader_epoch {
+            return Err(ResponseError::FencedLeaderEpoch);
+        }
+        if req.partition_epoch != p.partition_epoch {
+            return Err(ResponseError::InvalidUpdateVersion);
+        }
+        let valid = req.isr.contains(&req.broker)
+            && req
+                .isr
+                .iter()
+                .all(|r| p.replicas.contains(r) && (p.isr.contains(r) || self.eligible(*r)));
+        if !valid {
+            return Err(ResponseError::IneligibleReplica);
+        }
+        Ok(vec![change(
+            req.topic,
+            req.index as usize,
+            p,
+            Some(req.isr.clone()),
+            None,
+        )])
+    }
+
+    /// Preferred-leader election: the first replica, if it is in the ISR and eligible.
+    pub fn elect_preferred(&self, topic: Uuid, index: i32) -> Result<Vec<Record>, ResponseError> {
+        let p = self
+            .partition(topic, index)
+            .ok_or(ResponseError::UnknownTopicOrPartition)?;
+        let preferred = p.replicas[0];
+        if p.leader == preferred {
+            return Err(ResponseError::ElectionNotNeeded);
+        }
+        if !p.isr.contains(&preferred) || !self.eligible(preferred) {
+            return Err(ResponseError::PreferredLeaderNotAvailable);
+        }
+        Ok(vec![change(
+            topic,
+            index as usize,
+            p,
+            None,
+            Some(preferred),
+        )])
+    }
+
+    pub fn delete_topic(&self, name: &str) -> Result<Vec<Record>, ResponseError> {
+        let id = self
+            .names
+            .get(name)
+            .ok_or(ResponseError::UnknownTopicOrPartition)?;
+        Ok(vec![Record::RemoveTopic { id: *id }])
+    }
+}
+
+fn change(
+    topic: Uuid,
+    index: usize,
+    p: &PartitionState,
+    isr: Option<Vec<i32>>,
+    leader: Option<i32>,
+) -> Record {
+    Record::PartitionChange {
+        topic,
+        index: index as i32,
+        partition_epoch: p.partition_epoch,
+        isr,
+        leader,
+        replicas: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A log and its image: decisions are committed in order, as the quorum would.
+    struct Log {
+        records: Vec<Record>,
+        image: Image,
+    }
+
+    impl Log {
+        fn new() -> Log {
+            Log {
+                records: Vec::new(),
+                image: Image::new(),
+            }
+        }
+
+        fn commit(&mut self, rs: Vec<Record>) {
+            for r in rs {
+                let offset = self.records.len() as i64;
+                self.image.apply(offset, &r);
+                self.records.push(r);
+            }
+        }
+
+        fn with_brokers(n: i32) -> Log {
+            let mut log = Log::new();
+            for id in 1..=n {
+                let rs = log
+                    .image
+                    .register_broker(id, Uuid::new_v4(), Vec::new(), None)
+                    .unwrap();
+                log.commit(rs);
+                let rs = log.image.unfence_broker(id);
+                log.commit(rs);
+            }
+            log
+        }
+
+        fn topic(&mut self, name: &str, partitions: i32, rf: i16) -> Uuid {
+            let id = Uuid::new_v4();
+            let rs = self
+                .image
+                .create_topic(name, id, partitions, rf, 0)
+                .unwrap();
+            self.commit(rs);
+            id
+        }
+
+        fn p(&self, t: Uuid, i: i32) -> PartitionState {
+            self.image.partition(t, i).unwrap().clone()
+        }
+    }
+
+    #[test]
+    fn topics_spread_replicas_and_leaders_over_live_brokers() {
+        let mut log = Log::with_brokers(3);
+        let t = log.topic("orders", 6, 3);
+        let mut leaders = BTreeMap::new();
+        for i in 0..6 {
+            let p = log.p(t, i);
+            let mut r = p.replicas.clone();
+            r.sort();
+            r.dedup();
+            assert_eq!(r.len(), 3, "distinct replicas");
+            assert_eq!(p.isr, p.replicas);
+            assert_eq!(p.leader, p.replicas[0]);
+            *leaders.entry(p.leader).or_insert(0) += 1;
+        }
+        assert_eq!(leaders.values().copied().collect::<Vec<_>>(), vec![2, 2, 2]);
+        assert_eq!(
+            log.image.create_topic("orders", Uuid::new_v4(), 1, 1, 0),
+            Err(ResponseError::TopicAlreadyExists)
+        );
+        assert_eq!(
+            log.image.create_topic("big", Uuid::new_v4(), 1, 4, 0),
+            Err(ResponseError::InvalidReplicationFactor)
+        );
+    }
+
+    #[test]
+    fn a_fenced_broker_cannot_be_placed() {
+        let mut log = Log::with_brokers(3);
+        let rs = log.image.fence_broker(2);
+        log.commit(rs);
+        assert_eq!(
+            log.image.create_topic("t", Uuid::new_v4(), 1, 3, 0),
+            Err(ResponseError::InvalidReplicationFactor)
+        );
+        let t = log.topic("t2", 4, 2);
+        for i in 0..4 {
+            assert!(!log.p(t, i).replicas.contains(&2));
+        }
+    }
+
+    #[test]
+    fn fencing_the_leader_elects_from_the_isr_and_bumps_epochs() {
+        let mut log = Log::with_brokers(3);
+        let t = log.topic("t", 1, 3);
+        let before = log.p(t, 0);
+        let old = before.leader;
+        let rs = log.image.fence_broker(old);
+        log.commit(rs);
+        let after = log.p(t, 0);
+        assert_ne!(after.leader, old);
+        assert_ne!(after.leader, NO_LEADER);
+        assert!(!after.isr.contains(&old));
+        assert_eq!(after.leader_epoch, before.leader_epoch + 1);
+        assert_eq!(after.partition_epoch, before.partition_epoch + 1);
+        assert!(log.image.brokers[&old].fenced);
+    }
+
+    #[test]
+    fn the_isr_never_empties_and_the_last_member_comes_back_as_leader() {
+        let mut log = Log::with_brokers(3);
+        let t = log.topic("t", 1, 3);
+        let order = log.p(t, 0).replicas.clone();
+        for id in &order {
+            let rs = log.image.fence_broker(*id);
+            log.commit(rs);
+        }
+        let p = log.p(t, 0);
+        assert_eq!(p.leader, NO_LEADER, "offline, not unclean");
+        assert_eq!(
+            p.isr,
+            vec![order[2]],
+            "the last one standing stays in the ISR"
+        );
+        // A replica that left the ISR coming back does not lead (it may lack data)...
+        let rs = log
+            .image
+            .register_broker(order[0], Uuid::new_v4(), Vec::new(), None)
+            .unwrap();
+        log.commit(rs);
+        let rs = log.image.unfence_broker(order[0]);
+        log.commit(rs);
+        assert_eq!(log.p(t, 0).leader, NO_LEADER);
+        // ...the last ISR member does.
+        let rs = log
+            .image
+            .register_broker(order[2], Uuid::new_v4(), Vec::new(), None)
+            .unwrap();
+        log.commit(rs);
+        let epoch = log.p(t, 0).leader_epoch;
+        let rs = log.image.unfence_broker(order[2]);
+        log.commit(rs);
+        let p = log.p(t, 0);
+        assert_eq!(p.leader, order[2]);
+        assert_eq!(p.leader_epoch, epoch + 1);
+    }
+
+    #[test]
+    fn controlled_shutdown_moves_leadership_but_keeps_the_isr() {
+        let mut log = Log::with_brokers(3);
+        let t = log.topic("t", 3, 3);
+        let rs = log.image.shut_down_broker(1);
+        log.commit(rs);
+        for i in 0..3 {
+            let p = log.p(t, i);
+            assert_ne!(p.leader, 1);
+            assert!(p.isr.contains(&1));
+        }
+        assert_eq!(
+            log.image.elect_preferred(t, 0).unwrap_err(),
+            if log.p(t, 0).replicas[0] == 1 {
+                ResponseError::PreferredLeaderNotAvailable
+            } else {
+                ResponseError::ElectionNotNeeded
+            }
+        );
+    }
+
+    #[test]
+    fn alter_partition_is_a_compare_and_set() {
+        let mut log = Log::with_brokers(3);
+        let t = log.topic("t", 1, 3);
+        let p = log.p(t, 0);
+        let leader = p.leader;
+        let epoch_of = |log: &Log, id: i32| log.image.brokers[&id].epoch;
+        let shrink = AlterIsr {
+            broker: leader,
+            broker_epoch: epoch_of(&log, leader),
+            topic: t,
+            index: 0,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            isr: vec![leader],
+        };
+        let rs = log.image.alter_partition(&shrink).unwrap();
+        // The same decision again is stale once the first is committed.
+        log.commit(rs.clone());
+        assert_eq!(log.p(t, 0).isr, vec![leader]);
+        assert_eq!(log.p(t, 0).partition_epoch, p.partition_epoch + 1);
+        assert_eq!(
+            log.p(t, 0).leader_epoch,
+            p.leader_epoch,
+            "ISR changes keep the leader epoch"
+        );
+        assert_eq!(
+            log.image.alter_partition(&shrink),
+            Err(ResponseError::InvalidUpdateVersion)
+        );
+        // A raced record with the old epoch changes nothing when applied.
+        let before = log.image.clone();
+        log.commit(rs);
+        assert_eq!(log.image.topics, before.topics);
+
+        let cur = log.p(t, 0);
+        let follower = cur.replicas.iter().copied().find(|r| *r != leader).unwrap();
+        let expand = AlterIsr {
+            partition_epoch: cur.partition_epoch,
+            isr: vec![leader, follower],
+            ..shrink.clone()
+        };
+        let wrong = |f: &dyn Fn(&mut AlterIsr)| {
+            let mut r = expand.clone();
+            f(&mut r);
+            log.image.alter_partition(&r).unwrap_err()
+        };
+        assert_eq!(
+            wrong(&|r| r.broker_epoch -= 1),
+            ResponseError::StaleBrokerEpoch
+        );
+        assert_eq!(
+            wrong(&|r| r.leader_epoch -= 1),
+            ResponseError::FencedLeaderEpoch
+        );
+        assert_eq!(
+            wrong(&|r| r.broker = follower),
+            ResponseError::StaleBrokerEpoch
+        );
+        assert_eq!(
+            wrong(&|r| r.isr = vec![follower]),
+            ResponseError::IneligibleReplica
+        );
+        assert_eq!(wrong(&|r| r.isr.push(99)), ResponseError::IneligibleReplica);
+        assert_eq!(
+            wrong(&|r| r.index = 5),
+            ResponseError::UnknownTopicOrPartition
+        );
+        // A fenced follower cannot rejoin.
+        let rs = log.image.fence_broker(follower);
+        log.commit(rs);
+        assert_eq!(
+            log.image.alter_partition(&expand),
+            Err(ResponseError::IneligibleReplica)
+        );
+        let rs = log
+            .image
+            .register_broker(follower, Uuid::new_v4(), Vec::new(), None)
+            .unwrap();
+        log.commit(rs);
+        let rs = log.image.unfence_broker(follower);
+        log.commit(rs);
+        let rs = log.image.alter_partition(&expand).unwrap();
+        log.commit(rs);
+        assert_eq!(log.p(t, 0).isr, vec![leader, follower]);
+    }
+
+    #[test]
+    fn a_second_process_cannot_take_a_live_broker_id() {
+        let log = Log::with_brokers(1);
+        assert_eq!(
+            log.image
+                .register_broker(1, Uuid::new_v4(), Vec::new(), None),
+            Err(ResponseError::DuplicateBrokerRegistration)
+        );
+        let same = log.image.brokers[&1].incarnation;
+        assert!(log.image.register_broker(1, same, Vec::new(), None).is_ok());
+    }
+
+    #[test]
+    fn replaying_the_log_rebuilds_the_same_image_and_epochs_only_grow() {
+        let mut log = Log::with_brokers(3);
+        let t = log.topic("t", 4, 3);
+        let mut last = BTreeMap::new();
+        for round in 0..6 {
+            let victim = 1 + round % 3;
+            let rs = log.image.fence_broker(victim);
+            log.commit(rs);
+            let rs = log
+                .image
+                .register_broker(victim, Uuid::new_v4(), Vec::new(), None)
+                .unwrap();
+            log.commit(rs);
+            let rs = log.image.unfence_broker(victim);
+            log.commit(rs);
+            for i in 0..4 {
+                let p = log.p(t, i);
+                let (le, pe) = last.get(&i).copied().unwrap_or((0, 0));
+                assert!(p.leader_epoch >= le && p.partition_epoch >= pe);
+                last.insert(i, (p.leader_epoch, p.partition_epoch));
+            }
+        }
+        let mut replay = Image::new();
+        for (o, r) in log.records.iter().enumerate() {
+            let json = serde_json::to_vec(r).unwrap();
+            replay.apply(o as i64, &serde_json::from_slice(&json).unwrap());
+        }
+        assert_eq!(replay, log.image);
+        let rs = log.image.delete_topic("t").unwrap();
+        log.commit(rs);
+        assert!(log.image.topics.is_empty() && log.image.names.is_empty());
+    }
+}
