@@ -46,6 +46,39 @@ impl Listener {
     }
 }
 
+/// A member of the controller quorum (`controller.quorum.voters`: `id@host:port`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Voter {
+    pub id: i32,
+    pub host: String,
+    pub port: u16,
+}
+
+/// Kafka's KRaft keys, as a combined-mode (`process.roles=broker,controller`) node reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// `process.roles`; empty when unset (a single node, as before KRaft keys).
+    pub process_roles: Vec<String>,
+    /// `controller.quorum.voters`; empty when unset.
+    pub voters: Vec<Voter>,
+    /// `controller.listener.names`: listeners for the quorum, never served to clients.
+    pub controller_listener_names: Vec<String>,
+    /// The controller listeners taken out of `listeners`.
+    pub controller_listeners: Vec<Listener>,
+    pub offsets_topic_replication_factor: i16,
+    pub unclean_leader_election_enable: bool,
+    pub replica_lag_time_max_ms: u64,
+    pub broker_session_timeout_ms: u64,
+    pub broker_heartbeat_interval_ms: u64,
+}
+
+impl ClusterConfig {
+    /// More than this node in the quorum: a replicated cluster.
+    pub fn is_multi_node(&self) -> bool {
+        self.voters.len() > 1
+    }
+}
+
 /// The broker's typed configuration. Units are in the names.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -79,6 +112,8 @@ pub struct Config {
     /// `metrics.partition.series.enable`: export per-partition series (log size, offsets,
     /// per-partition lag); off bounds cardinality to per-topic and per-group series.
     pub metrics_partition_series: bool,
+    /// KRaft's cluster keys (`process.roles`, `controller.quorum.voters`, ...).
+    pub cluster: ClusterConfig,
     /// Every key that was set explicitly (file, environment or override), with its value:
     /// DescribeConfigs reports these as STATIC_BROKER_CONFIG.
     pub explicit: BTreeMap<String, String>,
@@ -226,6 +261,18 @@ pub const KNOWN_KEYS: &[&str] = &[
     "offset.metadata.max.bytes",
     "metrics.listener",
     "metrics.partition.series.enable",
+    "process.roles",
+    "controller.quorum.voters",
+    "controller.quorum.bootstrap.servers",
+    "controller.listener.names",
+    "inter.broker.listener.name",
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "unclean.leader.election.enable",
+    "replica.lag.time.max.ms",
+    "broker.session.timeout.ms",
+    "broker.heartbeat.interval.ms",
 ];
 
 impl Config {
@@ -288,6 +335,7 @@ impl Config {
                 "at least one listener is required",
             ));
         }
+        let (listeners, cluster) = parse_cluster(&p, node_id, listeners)?;
         let advertised_listeners = match p.get("advertised.listeners") {
             Some(v) => parse_listeners("advertised.listeners", v, &protocol_map)?,
             None => listeners
@@ -298,6 +346,11 @@ impl Config {
                 })
                 .collect(),
         };
+        // Controllers' addresses are for the quorum, never for clients' metadata.
+        let advertised_listeners: Vec<Listener> = advertised_listeners
+            .into_iter()
+            .filter(|l| !cluster.controller_listener_names.contains(&l.name))
+            .collect();
         for a in &advertised_listeners {
             if a.host == "0.0.0.0" || a.host == "::" {
                 return Err(invalid(
@@ -438,9 +491,161 @@ impl Config {
             )? as usize,
             metrics_listener,
             metrics_partition_series: p.bool_or("metrics.partition.series.enable", true)?,
+            cluster,
             explicit: props.clone(),
         })
     }
+}
+
+/// Reads the KRaft keys and takes the controller listeners out of `listeners`. Combined mode
+/// is the one supported shape; a quorum of more than this node needs replication, which
+/// is not built yet, so it stops start-up instead of running unreplicated.
+fn parse_cluster(
+    p: &Props<'_>,
+    node_id: i32,
+    listeners: Vec<Listener>,
+) -> Result<(Vec<Listener>, ClusterConfig), ConfigError> {
+    let list = |key: &str| -> Vec<String> {
+        p.get(key)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let roles: Vec<String> = list("process.roles")
+        .into_iter()
+        .map(|r| r.to_ascii_lowercase())
+        .collect();
+    if let Some(bad) = roles.iter().find(|r| *r != "broker" && *r != "controller") {
+        return Err(invalid(
+            "process.roles",
+            p.get("process.roles").unwrap_or_default(),
+            &format!("unknown role '{bad}'; roles are broker and controller"),
+        ));
+    }
+    if p.get("process.roles").is_some()
+        && !(roles.contains(&"broker".to_string()) && roles.contains(&"controller".to_string()))
+    {
+        return Err(invalid(
+            "process.roles",
+            p.get("process.roles").unwrap_or_default(),
+            "only combined mode (broker,controller) is supported",
+        ));
+    }
+    let mut voters: Vec<Voter> = Vec::new();
+    let raw_voters = p.get("controller.quorum.voters").unwrap_or_default();
+    for entry in list("controller.quorum.voters") {
+        let bad = |why: &str| invalid("controller.quorum.voters", raw_voters, why);
+        let (id, addr) = entry
+            .split_once('@')
+            .ok_or_else(|| bad("entries must look like 1@host:9093"))?;
+        let id: i32 = id
+            .trim()
+            .parse()
+            .map_err(|_| bad(&format!("voter id '{id}' is not a number")))?;
+        let (host, port) = addr
+            .rsplit_once(':')
+            .ok_or_else(|| bad(&format!("voter {id} has no :port")))?;
+        let port: u16 = port.parse().map_err(|_| {
+            bad(&format!(
+                "voter {id}: port '{port}' is not a number from 0 to 65535"
+            ))
+        })?;
+        if voters.iter().any(|v| v.id == id) {
+            return Err(bad(&format!("voter {id} is listed twice")));
+        }
+        voters.push(Voter {
+            id,
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+            port,
+        });
+    }
+    if !voters.is_empty() && !voters.iter().any(|v| v.id == node_id) {
+        return Err(invalid(
+            "controller.quorum.voters",
+            raw_voters,
+            &format!("node.id {node_id} is not one of the voters (combined mode)"),
+        ));
+    }
+    let controller_names: Vec<String> = list("controller.listener.names")
+        .into_iter()
+        .map(|n| n.to_ascii_uppercase())
+        .collect();
+    if !roles.is_empty() && controller_names.is_empty() {
+        return Err(invalid(
+            "controller.listener.names",
+            "",
+            "required when process.roles includes controller",
+        ));
+    }
+    for n in &controller_names {
+        if !roles.is_empty() && !listeners.iter().any(|l| &l.name == n) {
+            return Err(invalid(
+                "controller.listener.names",
+                p.get("controller.listener.names").unwrap_or_default(),
+                &format!("{n} is not one of the listeners"),
+            ));
+        }
+    }
+    let (controller_listeners, client_listeners): (Vec<Listener>, Vec<Listener>) = listeners
+        .into_iter()
+        .partition(|l| controller_names.contains(&l.name));
+    if client_listeners.is_empty() {
+        return Err(invalid(
+            "listeners",
+            p.get("listeners").unwrap_or_default(),
+            "every listener is a controller listener; clients need one too",
+        ));
+    }
+    if let Some(name) = p.get("inter.broker.listener.name") {
+        let name = name.to_ascii_uppercase();
+        if !client_listeners.iter().any(|l| l.name == name) {
+            return Err(invalid(
+                "inter.broker.listener.name",
+                &name,
+                "must name one of the (non-controller) listeners",
+            ));
+        }
+    }
+    let session = p.int_or("broker.session.timeout.ms", 9000, 1, i32::MAX as i64)? as u64;
+    let heartbeat = p.int_or("broker.heartbeat.interval.ms", 2000, 1, i32::MAX as i64)? as u64;
+    if heartbeat >= session {
+        return Err(invalid(
+            "broker.heartbeat.interval.ms",
+            &heartbeat.to_string(),
+            "must be below broker.session.timeout.ms",
+        ));
+    }
+    let cluster = ClusterConfig {
+        process_roles: roles,
+        controller_listener_names: controller_names,
+        controller_listeners,
+        offsets_topic_replication_factor: p.int_or(
+            "offsets.topic.replication.factor",
+            3,
+            1,
+            i16::MAX as i64,
+        )? as i16,
+        unclean_leader_election_enable: p.bool_or("unclean.leader.election.enable", false)?,
+        replica_lag_time_max_ms: p.int_or("replica.lag.time.max.ms", 30_000, 1, i64::MAX)? as u64,
+        broker_session_timeout_ms: session,
+        broker_heartbeat_interval_ms: heartbeat,
+        voters,
+    };
+    if cluster.is_multi_node() {
+        return Err(invalid(
+            "controller.quorum.voters",
+            raw_voters,
+            "a quorum of several nodes needs replication, which this build does not have yet; \
+             list only this node (or leave the key out) to run a single node",
+        ));
+    }
+    Ok((client_listeners, cluster))
 }
 
 /// Kafka advertises the canonical host name for a listener bound to all interfaces; we
@@ -575,6 +780,141 @@ mod tests {
     fn load(overrides: &[&str]) -> Result<Config, ConfigError> {
         let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
         Config::load(None, Vec::new(), &o)
+    }
+
+    /// The KRaft lines of Kafka 4's config/server.properties (combined mode, one node).
+    const KAFKA_STOCK: &[&str] = &[
+        "process.roles=broker,controller",
+        "node.id=1",
+        "controller.quorum.bootstrap.servers=localhost:9093",
+        "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
+        "inter.broker.listener.name=PLAINTEXT",
+        "advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
+        "controller.listener.names=CONTROLLER",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        "offsets.topic.replication.factor=1",
+        "transaction.state.log.replication.factor=1",
+        "transaction.state.log.min.isr=1",
+    ];
+
+    #[test]
+    fn kafkas_stock_kraft_config_runs_a_single_node() {
+        let c = load(KAFKA_STOCK).unwrap();
+        let names = |ls: &[Listener]| ls.iter().map(|l| l.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&c.listeners), vec!["PLAINTEXT"]);
+        assert_eq!(names(&c.advertised_listeners), vec!["PLAINTEXT"]);
+        assert_eq!(names(&c.cluster.controller_listeners), vec!["CONTROLLER"]);
+        assert_eq!(c.cluster.process_roles, vec!["broker", "controller"]);
+        assert_eq!(c.cluster.offsets_topic_replication_factor, 1);
+        assert!(!c.cluster.is_multi_node());
+        // The same with one voter named explicitly.
+        let mut one = KAFKA_STOCK.to_vec();
+        one.push("controller.quorum.voters=1@localhost:9093");
+        let c = load(&one).unwrap();
+        assert_eq!(
+            c.cluster.voters,
+            vec![Voter {
+                id: 1,
+                host: "localhost".into(),
+                port: 9093
+            }]
+        );
+        assert!(!c.cluster.unclean_leader_election_enable);
+        assert_eq!(c.cluster.replica_lag_time_max_ms, 30_000);
+    }
+
+    #[test]
+    fn bad_cluster_keys_name_the_key() {
+        let with = |extra: &[&str]| {
+            let mut v = KAFKA_STOCK.to_vec();
+            v.extend_from_slice(extra);
+            load(&v).unwrap_err().to_string()
+        };
+        for (extra, key, words) in [
+            (
+                vec!["process.roles=broker"],
+                "process.roles",
+                "combined mode",
+            ),
+            (
+                vec!["process.roles=broker,leader"],
+                "process.roles",
+                "unknown role",
+            ),
+            (
+                vec!["controller.quorum.voters=1@a:9093,2@b:9093,3@c:9093"],
+                "controller.quorum.voters",
+                "replication",
+            ),
+            (
+                vec!["controller.quorum.voters=1a:9093"],
+                "controller.quorum.voters",
+                "1@host:9093",
+            ),
+            (
+                vec!["controller.quorum.voters=x@a:9093"],
+                "controller.quorum.voters",
+                "not a number",
+            ),
+            (
+                vec!["controller.quorum.voters=1@a:70000"],
+                "controller.quorum.voters",
+                "port",
+            ),
+            (
+                vec!["controller.quorum.voters=1@a:9093,1@b:9093"],
+                "controller.quorum.voters",
+                "twice",
+            ),
+            (
+                vec!["controller.quorum.voters=2@a:9093"],
+                "controller.quorum.voters",
+                "node.id 1",
+            ),
+            (
+                vec!["controller.listener.names="],
+                "controller.listener.names",
+                "required",
+            ),
+            (
+                vec!["controller.listener.names=RAFT"],
+                "controller.listener.names",
+                "RAFT",
+            ),
+            (
+                vec!["inter.broker.listener.name=CONTROLLER"],
+                "inter.broker.listener.name",
+                "listeners",
+            ),
+            (
+                vec!["listeners=CONTROLLER://:9093"],
+                "listeners",
+                "clients need one",
+            ),
+            (
+                vec!["unclean.leader.election.enable=yes"],
+                "unclean.leader.election.enable",
+                "true or false",
+            ),
+            (
+                vec!["replica.lag.time.max.ms=0"],
+                "replica.lag.time.max.ms",
+                "between",
+            ),
+            (
+                vec!["broker.heartbeat.interval.ms=9000"],
+                "broker.heartbeat.interval.ms",
+                "below",
+            ),
+            (
+                vec!["offsets.topic.replication.factor=0"],
+                "offsets.topic.replication.factor",
+                "between",
+            ),
+        ] {
+            let e = with(&extra);
+            assert!(e.contains(key) && e.contains(words), "{extra:?}: {e}");
+        }
     }
 
     #[test]

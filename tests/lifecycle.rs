@@ -255,3 +255,69 @@ fn a_log_dir_listed_twice_is_a_config_error() {
         "{err}"
     );
 }
+
+/// Kafka 4's stock KRaft server.properties (combined mode, one node) runs Cairn unchanged:
+/// clients get the PLAINTEXT listener, never the CONTROLLER one.
+#[test]
+fn kafkas_stock_kraft_server_properties_run_a_single_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let controller = common::free_port();
+    let props = dir.path().join("server.properties");
+    std::fs::write(
+        &props,
+        format!(
+            "process.roles=broker,controller\n\
+             node.id=1\n\
+             controller.quorum.bootstrap.servers=127.0.0.1:{controller}\n\
+             listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
+             inter.broker.listener.name=PLAINTEXT\n\
+             advertised.listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
+             controller.listener.names=CONTROLLER\n\
+             listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL\n\
+             log.dirs={}\n\
+             num.partitions=1\n\
+             offsets.topic.replication.factor=1\n\
+             transaction.state.log.replication.factor=1\n\
+             transaction.state.log.min.isr=1\n\
+             log.retention.hours=168\n\
+             log.segment.bytes=1073741824\n\
+             log.retention.check.interval.ms=300000\n",
+            dir.path().join("kraft-combined-logs").display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .arg(&props)
+        .args(["--override", "metrics.listener=none"])
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(child.try_wait().unwrap().is_none(), "cairn exited");
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut c = common::Client::connect(addr);
+    let m: kafka_protocol::messages::MetadataResponse = c.send(
+        ApiKey::Metadata,
+        12,
+        &kafka_protocol::messages::MetadataRequest::default(),
+    );
+    assert_eq!(m.brokers.len(), 1);
+    assert_eq!(m.brokers[0].port, port as i32);
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", controller)).is_err(),
+        "the controller listener is not served to Kafka clients"
+    );
+    assert_eq!(
+        c.produce("stock", 0, batch(&["a"]), -1).0,
+        3,
+        "no such topic yet"
+    );
+    assert_eq!(c.create_topic("stock", 1, &[]), 0);
+    assert_eq!(c.produce("stock", 0, batch(&["a"]), -1).0, 0);
+    common::signal(&child, "TERM");
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
