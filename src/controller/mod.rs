@@ -5,3 +5,4 @@
 //! committed log in order. A single node without `controller.quorum.voters` does not use it.
 
 pub mod metadata;
+pub mod raft;
