@@ -234,6 +234,8 @@ struct StoredSnapshot {
 pub struct StateMachine {
     db: Arc<DB>,
     pub image: Image,
+    /// The image after every applied batch, in log order, for whoever follows metadata.
+    published: tokio::sync::watch::Sender<Arc<Image>>,
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, openraft::BasicNode>,
     snapshot: Option<StoredSnapshot>,
@@ -247,6 +249,7 @@ impl StateMachine {
         let mut sm = StateMachine {
             db,
             image: Image::new(),
+            published: tokio::sync::watch::channel(Arc::new(Image::new())).0,
             last_applied: None,
             membership: StoredMembership::default(),
             snapshot: None,
@@ -258,7 +261,17 @@ impl StateMachine {
             sm.membership = s.meta.last_membership.clone();
             sm.snapshot = Some(s);
         }
+        sm.publish();
         Ok(sm)
+    }
+
+    /// The applied image now and after each change (in log order).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Arc<Image>> {
+        self.published.subscribe()
+    }
+
+    fn publish(&self) {
+        self.published.send_replace(Arc::new(self.image.clone()));
     }
 
     fn save_snapshot(&self, s: &StoredSnapshot) -> Result<(), AnyError> {
@@ -330,6 +343,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
             out.push(());
         }
+        self.publish();
         Ok(out)
     }
 
@@ -367,6 +381,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.last_applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
         self.snapshot = Some(stored);
+        self.publish();
         Ok(())
     }
 

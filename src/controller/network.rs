@@ -1,0 +1,228 @@
+//! Raft RPCs between controllers over TCP on the controller listener: a 4-byte length and a
+//! JSON body per message, one request and its answer at a time per connection, the
+//! connection kept for the next call and re-dialled after any failure.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, Raft};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use super::raft::{NodeId, TypeConfig};
+
+/// Larger frames are refused: a snapshot of the metadata image is the largest message.
+const FRAME_BYTES_MAX: usize = 256 << 20;
+
+#[derive(Serialize, Deserialize)]
+enum Rpc {
+    Append(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    Snapshot(InstallSnapshotRequest<TypeConfig>),
+}
+
+#[derive(Serialize, Deserialize)]
+enum Reply {
+    Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+}
+
+async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> std::io::Result<()> {
+    let body = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
+    s.write_all(&(body.len() as u32).to_be_bytes()).await?;
+    s.write_all(&body).await?;
+    s.flush().await
+}
+
+async fn read_frame<T: for<'de> Deserialize<'de>>(s: &mut TcpStream) -> std::io::Result<T> {
+    let len = s.read_u32().await? as usize;
+    if len > FRAME_BYTES_MAX {
+        return Err(std::io::Error::other(format!(
+            "raft frame of {len} bytes is over the {FRAME_BYTES_MAX} limit"
+        )));
+    }
+    let mut body = vec![0; len];
+    s.read_exact(&mut body).await?;
+    serde_json::from_slice(&body).map_err(std::io::Error::other)
+}
+
+/// Dials voters by the address in their membership entry.
+pub struct Network;
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Peer;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Peer {
+        Peer {
+            target,
+            addr: node.addr.clone(),
+            conn: None,
+        }
+    }
+}
+
+pub struct Peer {
+    target: NodeId,
+    addr: String,
+    conn: Option<TcpStream>,
+}
+
+/// Why a call did not get an answer.
+enum CallError {
+    Unreachable(std::io::Error),
+    Network(std::io::Error),
+}
+
+impl Peer {
+    async fn call(&mut self, rpc: &Rpc, ttl: Duration) -> Result<Reply, CallError> {
+        let result = tokio::time::timeout(ttl, async {
+            if self.conn.is_none() {
+                let s = TcpStream::connect(&self.addr)
+                    .await
+                    .map_err(CallError::Unreachable)?;
+                let _ = s.set_nodelay(true);
+                self.conn = Some(s);
+            }
+            let s = self.conn.as_mut().expect("connected above");
+            write_frame(s, rpc).await.map_err(CallError::Network)?;
+            read_frame(s).await.map_err(CallError::Network)
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(CallError::Network(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer from {} within {ttl:?}", self.addr),
+            )))
+        });
+        if result.is_err() {
+            self.conn = None;
+        }
+        result
+    }
+
+    fn rpc_error<E: std::error::Error>(&self, e: CallError) -> RPCError<NodeId, BasicNode, E> {
+        match e {
+            CallError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
+            CallError::Network(e) => RPCError::Network(NetworkError::new(&e)),
+        }
+    }
+
+    fn remote<E: std::error::Error>(&self, e: E) -> RPCError<NodeId, BasicNode, E> {
+        RPCError::RemoteError(RemoteError::new(self.target, e))
+    }
+
+    fn mismatch<E: std::error::Error>(&self) -> RPCError<NodeId, BasicNode, E> {
+        let e = std::io::Error::other("answer does not match the request");
+        RPCError::Network(NetworkError::new(&e))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for Peer {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        match self.call(&Rpc::Append(rpc), option.hard_ttl()).await {
+            Ok(Reply::Append(r)) => r.map_err(|e| self.remote(e)),
+            Ok(_) => Err(self.mismatch()),
+            Err(e) => Err(self.rpc_error(e)),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
+    > {
+        match self.call(&Rpc::Snapshot(rpc), option.hard_ttl()).await {
+            Ok(Reply::Snapshot(r)) => r.map_err(|e| self.remote(e)),
+            Ok(_) => Err(self.mismatch()),
+            Err(e) => Err(self.rpc_error(e)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        match self.call(&Rpc::Vote(rpc), option.hard_ttl()).await {
+            Ok(Reply::Vote(r)) => r.map_err(|e| self.remote(e)),
+            Ok(_) => Err(self.mismatch()),
+            Err(e) => Err(self.rpc_error(e)),
+        }
+    }
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await.map(|_| ());
+}
+
+/// Answers Raft RPCs from other voters until `stop` turns true.
+pub async fn serve(listener: TcpListener, raft: Raft<TypeConfig>, mut stop: watch::Receiver<bool>) {
+    let raft = Arc::new(raft);
+    loop {
+        let (stream, peer) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "controller listener accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped(&mut stop) => return,
+        };
+        let raft = raft.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            if let Err(e) = connection(stream, &raft, stop).await {
+                tracing::debug!(peer = %peer, error = %e, "controller connection closed");
+            }
+        });
+    }
+}
+
+async fn connection(
+    mut s: TcpStream,
+    raft: &Raft<TypeConfig>,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let _ = s.set_nodelay(true);
+    loop {
+        let rpc: Rpc = tokio::select! {
+            r = read_frame(&mut s) => r?,
+            _ = stopped(&mut stop) => return Ok(()),
+        };
+        let reply = match rpc {
+            Rpc::Append(r) => Reply::Append(raft.append_entries(r).await),
+            Rpc::Vote(r) => Reply::Vote(raft.vote(r).await),
+            Rpc::Snapshot(r) => Reply::Snapshot(raft.install_snapshot(r).await),
+        };
+        write_frame(&mut s, &reply).await?;
+    }
+}
+
+/// Where a voter listens, as its membership entry names it.
+pub fn node(addr: SocketAddr) -> BasicNode {
+    BasicNode {
+        addr: addr.to_string(),
+    }
+}
