@@ -15,6 +15,8 @@
 #   LIBRDKAFKA_CACHE     where setup.sh built things  (default ~/.cache/cairn-librdkafka)
 #   RUN_DIR              where logs go                (default $LIBRDKAFKA_CACHE/runs/<timestamp>)
 #   REEVALUATE=1         with RUN_DIR=<old run>: only re-parse that run's logs
+#   RETRY_FAILED=0       no rerun of failed tests (by default each failure is rerun once, alone,
+#                        and a pass then is reported as FLAKY)
 #
 # Output: one "PASS|FAIL|XFAIL|XPASS|SKIP <test> <secs>s <reason>" line per test,
 # then an "librdkafka: ... xfail ..." line, then exactly one line
@@ -158,9 +160,9 @@ wait
 
 # --- evaluate -------------------------------------------------------------------------
 strip() { sed -E 's/\x1b\[[0-9;]*m//g' "$1"; }
-pass=0 fail=0 xfail=0 xpass=0 skip=0
-for t in "${ORDER[@]}"; do
-    n="${NUM[$t]}"
+# evaluate <id>: sets state (PASSED, FAILED or SKIPPED), reason and secs from the test's log.
+evaluate() {
+    local t="$1" n="${NUM[$1]}" log rc wall rows n_pass n_fail n_skip
     log="$(logname "$t").log"
     read -r rc wall < "$(logname "$t").rc" 2>/dev/null || { rc=255; wall=0; }
     # Summary rows look like: "| 0001_multiobj   |     PASSED |   1.234s | reason"
@@ -196,6 +198,26 @@ for t in "${ORDER[@]}"; do
         state=FAILED; reason="no sub-test matching '${SUB[$t]}' ran"
     fi
     secs="$wall"
+}
+
+pass=0 fail=0 xfail=0 xpass=0 skip=0 flaky=()
+for t in "${ORDER[@]}"; do
+    evaluate "$t"
+    log="$(logname "$t").log"
+    # A failure gets one rerun, alone, since several of these tests race client timers
+    # against the broker (0102's max.poll/session step is one, failing about 1 run in 4
+    # under heavy load). A pass on the rerun is reported as FLAKY, with the first log kept.
+    if [[ "$state" == FAILED && -z "${XFAIL[$t]:-}" && "${RETRY_FAILED:-1}" == 1 && "${REEVALUATE:-0}" != 1 ]]; then
+        first_reason="$reason"
+        mv "$log" "$(logname "$t").first.log"
+        echo "librdkafka: rerun $t (first failure: $first_reason)" >&2
+        run_one "$t" 2>/dev/null
+        evaluate "$t"
+        if [[ "$state" == PASSED ]]; then
+            echo "FLAKY $t failed once, passed on its rerun; first failure: $first_reason (log: $(logname "$t").first.log)"
+            flaky+=("$t")
+        fi
+    fi
     case "$state" in
         PASSED)
             if [[ -n "${XFAIL[$t]:-}" ]]; then
@@ -215,6 +237,6 @@ for t in "${ORDER[@]}"; do
             fi ;;
     esac
 done
-echo "librdkafka: $xfail expected failures (XFAIL), $xpass unexpected passes (XPASS), $skip skipped; wall time $(( $(date +%s) - suite_start ))s; logs in $RUN_DIR"
+echo "librdkafka: $xfail expected failures (XFAIL), $xpass unexpected passes (XPASS), $skip skipped, ${#flaky[@]} passed only on rerun (FLAKY${flaky[*]:+: ${flaky[*]}}); wall time $(( $(date +%s) - suite_start ))s; logs in $RUN_DIR"
 echo "librdkafka: $pass passed, $fail failed"
 (( fail == 0 ))
