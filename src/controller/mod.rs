@@ -5,14 +5,17 @@
 //! - [`raft`]: openraft storage: the Raft log and vote in their own RocksDB, synced; the state
 //!   machine applying committed records to the image and publishing it in log order.
 //! - [`network`]: Raft RPCs between voters over TCP (the controller listener).
+//! - [`sessions`]: broker liveness on the active controller: BrokerHeartbeat handling,
+//!   unfencing once caught up, controlled shutdown, fencing after the session timeout.
 //!
 //! Still to come: starting the quorum from `controller.quorum.voters`, the broker RPCs that
-//! feed decisions (BrokerRegistration, BrokerHeartbeat, AlterPartition), and brokers serving
+//! carry registrations, heartbeats and AlterPartition to the active controller, and brokers serving
 //! from the image. A single node without voters does not use any of it.
 
 pub mod metadata;
 pub mod network;
 pub mod raft;
+pub mod sessions;
 
 #[cfg(test)]
 mod quorum_tests {
