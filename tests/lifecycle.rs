@@ -8,6 +8,18 @@ use std::process::Command;
 use common::{batch, batch_with, Broker};
 use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse};
 
+/// Waits until the broker started by hand listens on `port` (and is still running).
+fn wait_for_listener(child: &mut std::process::Child, port: u16) -> std::net::SocketAddr {
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(child.try_wait().unwrap().is_none(), "cairn exited");
+        assert!(std::time::Instant::now() < deadline, "cairn did not listen");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    addr
+}
+
 #[test]
 fn bad_config_values_stop_start_up_with_the_key_named() {
     for (args, expect) in [
@@ -58,12 +70,7 @@ fn environment_and_properties_file_configure_the_broker() {
         .env("KAFKA_NUM_PARTITIONS", "4")
         .spawn()
         .unwrap();
-    let addr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::net::TcpStream::connect(addr).is_err() {
-        assert!(std::time::Instant::now() < deadline);
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let addr = wait_for_listener(&mut child, port);
     let mut c = common::Client::connect(addr);
     let m: kafka_protocol::messages::MetadataResponse = c.send(
         ApiKey::Metadata,
@@ -292,13 +299,7 @@ fn kafkas_stock_kraft_server_properties_run_a_single_node() {
         .args(["--override", "metrics.listener=none"])
         .spawn()
         .unwrap();
-    let addr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::net::TcpStream::connect(addr).is_err() {
-        assert!(child.try_wait().unwrap().is_none(), "cairn exited");
-        assert!(std::time::Instant::now() < deadline);
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let addr = wait_for_listener(&mut child, port);
     let mut c = common::Client::connect(addr);
     let m: kafka_protocol::messages::MetadataResponse = c.send(
         ApiKey::Metadata,

@@ -203,22 +203,21 @@ pub fn families(broker: &Broker, partition_series: bool) -> Vec<MetricFamily> {
         },
     );
     let mut sums: BTreeMap<(&str, &str), (i64, i64)> = BTreeMap::new();
-    let current = IntGaugeVec::new(
-        Opts::new(
-            "kafka_consumergroup_current_offset",
-            "The group's committed offset for the partition",
-        ),
-        &["consumergroup", "topic", "partition"],
-    )
-    .expect("valid metric");
-    let lag = IntGaugeVec::new(
-        Opts::new(
-            "kafka_consumergroup_lag",
-            "Records between the group's committed offset and the partition's high watermark",
-        ),
-        &["consumergroup", "topic", "partition"],
-    )
-    .expect("valid metric");
+    let per_group_partition = |name: &str, help: &str| {
+        IntGaugeVec::new(
+            Opts::new(name, help),
+            &["consumergroup", "topic", "partition"],
+        )
+        .expect("valid metric")
+    };
+    let current = per_group_partition(
+        "kafka_consumergroup_current_offset",
+        "The group's committed offset for the partition",
+    );
+    let lag = per_group_partition(
+        "kafka_consumergroup_lag",
+        "Records between the group's committed offset and the partition's high watermark",
+    );
     for g in &groups {
         for (topic, partition, offset) in &g.offsets {
             // Offsets of deleted topics or partitions have no lag to report.
