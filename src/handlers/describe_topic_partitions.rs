@@ -75,13 +75,14 @@ pub async fn handle(
                 break;
             }
             budget -= 1;
+            let place = p.placement(node);
             partitions.push(
                 DescribeTopicPartitionsResponsePartition::default()
                     .with_partition_index(p.index)
-                    .with_leader_id(broker_id(node))
+                    .with_leader_id(broker_id(place.leader))
                     .with_leader_epoch(p.leader_epoch)
-                    .with_replica_nodes(vec![broker_id(node)])
-                    .with_isr_nodes(vec![broker_id(node)])
+                    .with_replica_nodes(place.replicas.into_iter().map(broker_id).collect())
+                    .with_isr_nodes(place.isr.into_iter().map(broker_id).collect())
                     .with_eligible_leader_replicas(Some(vec![]))
                     .with_last_known_elr(Some(vec![])),
             );

@@ -158,12 +158,13 @@ fn describe(t: &Topic, node: i32, ops: i32) -> MetadataResponseTopic {
             t.partitions
                 .iter()
                 .map(|p| {
+                    let place = p.placement(node);
                     MetadataResponsePartition::default()
                         .with_partition_index(p.index)
-                        .with_leader_id(broker_id(node))
+                        .with_leader_id(broker_id(place.leader))
                         .with_leader_epoch(p.leader_epoch)
-                        .with_replica_nodes(vec![broker_id(node)])
-                        .with_isr_nodes(vec![broker_id(node)])
+                        .with_replica_nodes(place.replicas.into_iter().map(broker_id).collect())
+                        .with_isr_nodes(place.isr.into_iter().map(broker_id).collect())
                 })
                 .collect(),
         )

@@ -14,9 +14,6 @@ use crate::error::{Error, Result};
 use crate::log::{AppendOptions, Appended};
 use crate::topics::{Partition, Topic};
 
-/// In-sync replicas of every partition while Cairn runs as one node.
-const ISR_SIZE: usize = 1;
-
 pub async fn handle(
     broker: &Arc<Broker>,
     ctx: &RequestContext<'_>,
@@ -67,7 +64,7 @@ async fn append(
     let m = &t.metrics;
     m.produce_requests.inc();
     let size = records.len() as u64;
-    let result = append_to(&t, &p, records, acks).await;
+    let result = append_to(&t, &p, broker.node_id(), records, acks).await;
     match &result {
         Ok((a, _)) if !a.duplicate => {
             m.messages_in.inc_by(a.records);
@@ -82,15 +79,19 @@ async fn append(
 async fn append_to(
     t: &Topic,
     p: &Partition,
+    node: i32,
     records: bytes::Bytes,
     acks: i16,
 ) -> Result<(Appended, i64)> {
     let e = t.effective;
-    if acks == -1 && (ISR_SIZE as i32) < e.min_insync_replicas {
-        return Err(Error::NotEnoughReplicas {
-            isr: ISR_SIZE,
-            min: e.min_insync_replicas,
-        });
+    if acks == -1 {
+        let isr = p.placement(node).isr.len();
+        if (isr as i32) < e.min_insync_replicas {
+            return Err(Error::NotEnoughReplicas {
+                isr,
+                min: e.min_insync_replicas,
+            });
+        }
     }
     let log_append_time = e.log_append_time.then(now_ms);
     let appended = p
