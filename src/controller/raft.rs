@@ -238,7 +238,6 @@ pub struct StateMachine {
     published: tokio::sync::watch::Sender<Arc<Image>>,
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, openraft::BasicNode>,
-    snapshot: Option<StoredSnapshot>,
     snapshots_built: u64,
 }
 
@@ -252,14 +251,12 @@ impl StateMachine {
             published: tokio::sync::watch::channel(Arc::new(Image::new())).0,
             last_applied: None,
             membership: StoredMembership::default(),
-            snapshot: None,
             snapshots_built: 0,
         };
         if let Some(s) = snapshot {
             sm.image = serde_json::from_slice(&s.data).map_err(io_error)?;
             sm.last_applied = s.meta.last_log_id;
-            sm.membership = s.meta.last_membership.clone();
-            sm.snapshot = Some(s);
+            sm.membership = s.meta.last_membership;
         }
         sm.publish();
         Ok(sm)
@@ -274,8 +271,9 @@ impl StateMachine {
         self.published.send_replace(Arc::new(self.image.clone()));
     }
 
-    fn save_snapshot(&self, s: &StoredSnapshot) -> Result<(), AnyError> {
-        LogStore::new(self.db.clone()).put(SNAPSHOT_KEY, s)
+    /// Keeps `s` as the snapshot served to lagging voters and loaded at the next start.
+    fn save_snapshot(db: &Arc<DB>, s: &StoredSnapshot) -> Result<(), AnyError> {
+        LogStore::new(db.clone()).put(SNAPSHOT_KEY, s)
     }
 
     fn snapshot_of(s: &StoredSnapshot) -> Snapshot<TypeConfig> {
@@ -307,8 +305,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             },
             data,
         };
-        LogStore::new(self.db.clone())
-            .put(SNAPSHOT_KEY, &stored)
+        StateMachine::save_snapshot(&self.db, &stored)
             .map_err(|e| StorageIOError::write_snapshot(Some(stored.meta.signature()), e))?;
         Ok(StateMachine::snapshot_of(&stored))
     }
@@ -375,12 +372,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             meta: meta.clone(),
             data,
         };
-        self.save_snapshot(&stored)
+        StateMachine::save_snapshot(&self.db, &stored)
             .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), e))?;
         self.image = image;
         self.last_applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
-        self.snapshot = Some(stored);
         self.publish();
         Ok(())
     }
