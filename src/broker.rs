@@ -28,6 +28,8 @@ pub struct Broker {
     pub groups: Arc<Coordinator>,
     pub cluster_id: String,
     pub metrics: Arc<Metrics>,
+    /// The replicated cluster this broker is part of (unset on a single node).
+    cluster: std::sync::OnceLock<Arc<crate::replication::Cluster>>,
     /// Set once storage is open and every listener is bound (`/ready`).
     ready: AtomicBool,
     meta: Arc<dyn MetaStore>,
@@ -102,12 +104,69 @@ impl Broker {
             groups,
             cluster_id,
             metrics,
+            cluster: std::sync::OnceLock::new(),
             ready: AtomicBool::new(false),
             meta,
             rocks,
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             shutdown,
         }))
+    }
+
+    /// Joins the cluster whose quorum `controller` is part of (once, at start).
+    pub fn join_cluster(
+        self: &Arc<Self>,
+        controller: Arc<crate::controller::service::ControllerNode>,
+    ) {
+        let cluster = crate::replication::Cluster::start(self, controller);
+        let _ = self.cluster.set(cluster);
+    }
+
+    pub fn cluster(&self) -> Option<&Arc<crate::replication::Cluster>> {
+        self.cluster.get()
+    }
+
+    /// The cluster's id: the quorum's in a cluster, else this node's own.
+    pub fn cluster_id(&self) -> String {
+        self.cluster()
+            .and_then(|c| c.image().cluster_id.clone())
+            .unwrap_or_else(|| self.cluster_id.clone())
+    }
+
+    /// The brokers clients may use, as (id, host, port) on `listener`: the live (unfenced)
+    /// ones in a cluster, this one alone otherwise.
+    pub fn live_brokers(&self, listener: &str) -> Vec<(i32, String, u16)> {
+        match self.cluster() {
+            Some(c) => c.live_brokers(listener),
+            None => {
+                let adv = self.advertised(listener);
+                vec![(self.node_id(), adv.host.clone(), adv.port)]
+            }
+        }
+    }
+
+    /// The broker that coordinates groups, as (id, host, port) for a client on `listener`:
+    /// this one on a single node; in a cluster, for now, the live broker with the lowest id
+    /// (group state is not replicated yet).
+    pub fn group_coordinator(&self, listener: &str) -> (i32, String, u16) {
+        if let Some(c) = self.cluster() {
+            if let Some(b) = c.live_brokers(listener).into_iter().min_by_key(|b| b.0) {
+                return b;
+            }
+        }
+        let adv = self.advertised(listener);
+        (self.node_id(), adv.host.clone(), adv.port)
+    }
+
+    /// A partition this broker leads, or UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER.
+    pub fn led_partition(
+        &self,
+        topic: &str,
+        index: i32,
+    ) -> Result<(Arc<crate::topics::Topic>, Arc<crate::topics::Partition>)> {
+        let (t, p) = self.catalog.partition(topic, index)?;
+        crate::replication::check_leader(self.node_id(), &p)?;
+        Ok((t, p))
     }
 
     /// Marks the broker ready to serve (storage open, listeners bound).
@@ -155,6 +214,18 @@ impl Broker {
 
     /// Creates a topic with the broker's defaults, as Metadata's auto-creation does.
     pub async fn auto_create(&self, name: &str) -> Result<()> {
+        if let Some(c) = self.cluster() {
+            return c
+                .create_topic(
+                    self,
+                    name,
+                    self.config.num_partitions,
+                    self.config.default_replication_factor,
+                    Default::default(),
+                    false,
+                )
+                .await;
+        }
         self.catalog
             .create(NewTopic {
                 name,

@@ -70,6 +70,18 @@ pub struct ClusterConfig {
     pub replica_lag_time_max_ms: u64,
     pub broker_session_timeout_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
+    /// `inter.broker.listener.name`: the listener followers fetch from (default: the first).
+    pub inter_broker_listener_name: Option<String>,
+}
+
+impl Config {
+    /// The listener brokers replicate over: `inter.broker.listener.name`, else the first.
+    pub fn inter_broker_listener(&self) -> &str {
+        self.cluster
+            .inter_broker_listener_name
+            .as_deref()
+            .unwrap_or(&self.advertised_listeners[0].name)
+    }
 }
 
 impl ClusterConfig {
@@ -595,6 +607,22 @@ fn parse_cluster(
     let (controller_listeners, client_listeners): (Vec<Listener>, Vec<Listener>) = listeners
         .into_iter()
         .partition(|l| controller_names.contains(&l.name));
+    if voters.len() > 1 {
+        let me = voters
+            .iter()
+            .find(|v| v.id == node_id)
+            .expect("checked above");
+        if !controller_listeners.iter().any(|l| l.port == me.port) {
+            return Err(invalid(
+                "controller.quorum.voters",
+                raw_voters,
+                &format!(
+                    "voter {node_id} (this node) is at port {}, but no controller listener listens there",
+                    me.port
+                ),
+            ));
+        }
+    }
     if client_listeners.is_empty() {
         return Err(invalid(
             "listeners",
@@ -635,16 +663,11 @@ fn parse_cluster(
         replica_lag_time_max_ms: p.int_or("replica.lag.time.max.ms", 30_000, 1, i64::MAX)? as u64,
         broker_session_timeout_ms: session,
         broker_heartbeat_interval_ms: heartbeat,
+        inter_broker_listener_name: p
+            .get("inter.broker.listener.name")
+            .map(|n| n.to_ascii_uppercase()),
         voters,
     };
-    if cluster.is_multi_node() {
-        return Err(invalid(
-            "controller.quorum.voters",
-            raw_voters,
-            "a quorum of several nodes needs replication, which this build does not have yet; \
-             list only this node (or leave the key out) to run a single node",
-        ));
-    }
     Ok((client_listeners, cluster))
 }
 
@@ -821,6 +844,12 @@ mod tests {
         );
         assert!(!c.cluster.unclean_leader_election_enable);
         assert_eq!(c.cluster.replica_lag_time_max_ms, 30_000);
+        assert!(!c.cluster.is_multi_node());
+        let mut three = KAFKA_STOCK.to_vec();
+        three.push("controller.quorum.voters=1@localhost:9093,2@b:9093,3@c:9093");
+        let c = load(&three).unwrap();
+        assert!(c.cluster.is_multi_node());
+        assert_eq!(c.cluster.voters.len(), 3);
     }
 
     #[test]
@@ -842,9 +871,9 @@ mod tests {
                 "unknown role",
             ),
             (
-                vec!["controller.quorum.voters=1@a:9093,2@b:9093,3@c:9093"],
+                vec!["controller.quorum.voters=1@localhost:9999,2@b:9093"],
                 "controller.quorum.voters",
-                "replication",
+                "port 9999",
             ),
             (
                 vec!["controller.quorum.voters=1a:9093"],

@@ -56,6 +56,20 @@ pub enum Error {
     TransactionsUnsupported,
     #[error("the broker is shutting down")]
     ShuttingDown,
+    #[error("this broker is not the leader of the partition")]
+    NotLeaderOrFollower,
+    #[error("in-sync replicas {isr} fell below min.insync.replicas {min} after the append")]
+    NotEnoughReplicasAfterAppend { isr: usize, min: i32 },
+    #[error("the in-sync replicas did not acknowledge within the request timeout")]
+    RequestTimedOut,
+    #[error("the controller quorum did not answer in time")]
+    ControllerUnavailable,
+    /// An error the active controller answered with.
+    #[error("{message}")]
+    Controller {
+        error: ResponseError,
+        message: String,
+    },
     #[error("storage error: {0}")]
     Storage(String),
 }
@@ -87,6 +101,13 @@ impl Error {
             Error::FetchSessionIdNotFound(_) => ResponseError::FetchSessionIdNotFound,
             Error::TransactionsUnsupported => ResponseError::UnsupportedVersion,
             Error::ShuttingDown => ResponseError::NotLeaderOrFollower,
+            Error::NotLeaderOrFollower => ResponseError::NotLeaderOrFollower,
+            Error::NotEnoughReplicasAfterAppend { .. } => {
+                ResponseError::NotEnoughReplicasAfterAppend
+            }
+            Error::RequestTimedOut => ResponseError::RequestTimedOut,
+            Error::ControllerUnavailable => ResponseError::RequestTimedOut,
+            Error::Controller { error, .. } => *error,
             Error::Storage(_) => ResponseError::KafkaStorageError,
         }
     }

@@ -43,6 +43,7 @@ pub mod error;
 pub mod handlers;
 pub mod log;
 pub mod metrics;
+pub mod replication;
 pub mod server;
 pub mod storage;
 pub mod topic_config;

@@ -77,6 +77,20 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
         Some(addr) => Some(cairn::metrics::http::bind(addr).await?),
         None => None,
     };
+    // A quorum of several voters: this node is one of them and a broker of the cluster.
+    let controller = if broker.config.cluster.is_multi_node() {
+        let l = &broker.config.cluster.controller_listeners[0];
+        let bound = tokio::net::TcpListener::bind(l.bind_addr())
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!("cannot listen on {}:{} ({}): {e}", l.host, l.port, l.name)
+            })?;
+        let node = cairn::controller::service::ControllerNode::start(&broker.config, bound).await?;
+        broker.join_cluster(node.clone());
+        Some(node)
+    } else {
+        None
+    };
     let listeners = cairn::server::bind(&broker).await?;
     for (name, _) in &listeners {
         broker.metrics.listener_bound(name);
@@ -95,6 +109,11 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
     let groups = tokio::spawn(broker.groups.clone().run(broker.shutdown_signal()));
 
     wait_for_signal().await?;
+    if let Some(c) = broker.cluster() {
+        tracing::info!("controlled shutdown: moving leaderships to other brokers");
+        c.controlled_shutdown(Duration::from_millis(SHUTDOWN_GRACE_MS))
+            .await;
+    }
     tracing::info!("shutting down: no new connections, finishing requests in flight");
     broker.begin_shutdown();
     if tokio::time::timeout(Duration::from_millis(SHUTDOWN_GRACE_MS), serving)
@@ -105,6 +124,9 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
     }
     retention.abort();
     groups.abort();
+    if let Some(c) = controller {
+        c.shutdown().await;
+    }
     if let Some(m) = metrics {
         m.abort();
     }

@@ -28,6 +28,8 @@ pub struct Partition {
     /// Index into the catalog's log dirs (`log.dirs` order).
     pub dir: usize,
     pub log: PartitionLog,
+    /// Leader, replicas, ISR and epochs in a cluster (empty on a single node).
+    pub replica: crate::replication::Replica,
 }
 
 /// Who holds a partition, by node id.
@@ -35,16 +37,29 @@ pub struct Placement {
     pub leader: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    pub offline: Vec<i32>,
+    pub leader_epoch: i32,
 }
 
 impl Partition {
-    /// On one node, `node` is the only replica, in sync and leading; the replicated
-    /// cluster will answer from the controller's partition record instead.
+    /// In a cluster, as the controller's partition record says (last applied); on one node,
+    /// `node` is the only replica, in sync and leading.
     pub fn placement(&self, node: i32) -> Placement {
-        Placement {
-            leader: node,
-            replicas: vec![node],
-            isr: vec![node],
+        match self.replica.get() {
+            Some(a) => Placement {
+                leader: a.leader,
+                replicas: a.replicas,
+                isr: a.isr,
+                offline: a.offline,
+                leader_epoch: a.leader_epoch,
+            },
+            None => Placement {
+                leader: node,
+                replicas: vec![node],
+                isr: vec![node],
+                offline: Vec::new(),
+                leader_epoch: self.leader_epoch,
+            },
         }
     }
 }
@@ -207,6 +222,7 @@ impl Catalog {
             leader_epoch: p.leader_epoch,
             dir,
             log: PartitionLog::open(p.storage_id, dirs[dir].store.clone(), p.leader_epoch)?,
+            replica: Default::default(),
         }))
     }
 
@@ -385,6 +401,102 @@ impl Catalog {
         });
         tracing::info!(topic = name, "deleted topic");
         Ok(topic.id)
+    }
+
+    /// Makes the local catalog hold topic `name` as the cluster metadata has it: id `id`,
+    /// `partitions` partitions, `configs`. A local topic of that name with another id is an
+    /// older incarnation and goes first. Cheap when nothing changed.
+    pub async fn adopt(
+        &self,
+        name: &str,
+        id: Uuid,
+        partitions: usize,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<Arc<Topic>> {
+        if let Some(t) = self.get(name) {
+            if t.id == id && t.partitions.len() >= partitions && t.overrides == *configs {
+                return Ok(t);
+            }
+        }
+        let _change = self.changes.lock().await;
+        let existing = self.get(name);
+        if let Some(t) = existing.as_ref().filter(|t| t.id != id) {
+            self.forget_locked(t);
+        }
+        let mut stored = match self.get(name) {
+            Some(t) => self.stored(&t),
+            None => StoredTopic {
+                id,
+                partitions: Vec::new(),
+                configs: configs.clone(),
+            },
+        };
+        stored.configs = configs.clone();
+        let current = stored.partitions.len();
+        if partitions > current {
+            let first = self.allocate_partition_ids((partitions - current) as u32)?;
+            for (dir, i) in self.place(partitions - current).into_iter().zip(0..) {
+                stored.partitions.push(StoredPartition {
+                    storage_id: first + i,
+                    leader_epoch: 0,
+                    dir: self.stored_dir(dir),
+                });
+            }
+        }
+        self.persist(name, &stored)?;
+        let mut parts: Vec<Arc<Partition>> = self
+            .get(name)
+            .map(|t| t.partitions.clone())
+            .unwrap_or_default();
+        for (i, p) in stored.partitions.iter().enumerate().skip(parts.len()) {
+            parts.push(Self::open_partition(&self.dirs, name, i, p)?);
+        }
+        let topic = Topic {
+            name: name.to_string(),
+            id,
+            partitions: parts,
+            effective: Effective::resolve(configs, &self.config),
+            overrides: configs.clone(),
+            metrics: self.metrics.topic(name),
+        };
+        self.replace(topic);
+        tracing::info!(topic = name, partitions, %id, "topic in the cluster metadata");
+        self.get(name).ok_or(Error::UnknownTopicOrPartition)
+    }
+
+    /// Removes a topic the cluster metadata no longer has (whatever delete.topic.enable says:
+    /// the controller decided).
+    pub async fn forget(&self, name: &str) -> Result<()> {
+        let _change = self.changes.lock().await;
+        if let Some(t) = self.get(name) {
+            self.forget_locked(&t);
+        }
+        Ok(())
+    }
+
+    fn forget_locked(&self, topic: &Topic) {
+        if let Err(e) = self.meta.delete(&topic_key(&topic.name)) {
+            tracing::error!(topic = %topic.name, error = %e, "cannot remove the topic record");
+            return;
+        }
+        self.topics
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&topic.name);
+        self.metrics.forget_topic(&topic.name);
+        let doomed: Vec<(Arc<dyn LogStore>, PartitionId)> = topic
+            .partitions
+            .iter()
+            .map(|p| (self.dirs[p.dir].store.clone(), p.log.id))
+            .collect();
+        tokio::task::spawn_blocking(move || {
+            for (logs, id) in doomed {
+                if let Err(e) = logs.delete_partition(id) {
+                    tracing::warn!(partition = id, error = %e, "could not remove a deleted topic's data");
+                }
+            }
+        });
+        tracing::info!(topic = %topic.name, "removed topic");
     }
 
     /// Grows a topic to `count` partitions (`validate_only`: check without changing).

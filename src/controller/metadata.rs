@@ -67,6 +67,8 @@ pub struct TopicState {
     pub name: String,
     pub id: Uuid,
     pub partitions: Vec<PartitionState>,
+    #[serde(default)]
+    pub configs: BTreeMap<String, String>,
 }
 
 /// A committed metadata change (KRaft's RegisterBrokerRecord, FenceBrokerRecord,
@@ -94,6 +96,9 @@ pub enum Record {
     Topic {
         name: String,
         id: Uuid,
+        /// The topic's config overrides, as CreateTopics gave them.
+        #[serde(default)]
+        configs: BTreeMap<String, String>,
     },
     Partition {
         topic: Uuid,
@@ -115,6 +120,10 @@ pub enum Record {
     RemoveTopic {
         id: Uuid,
     },
+    /// The cluster's id, written once by the first active controller.
+    ClusterId {
+        id: String,
+    },
 }
 
 /// What AlterPartition asks: the leader's proposed ISR, decided on its view of the partition.
@@ -133,6 +142,8 @@ pub struct AlterIsr {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Image {
     pub offset: i64,
+    #[serde(default)]
+    pub cluster_id: Option<String>,
     pub brokers: BTreeMap<i32, BrokerState>,
     pub topics: BTreeMap<Uuid, TopicState>,
     pub names: BTreeMap<String, Uuid>,
@@ -194,7 +205,7 @@ impl Image {
                     b.shutting_down = true;
                 }
             }
-            Record::Topic { name, id } => {
+            Record::Topic { name, id, configs } => {
                 self.names.insert(name.clone(), *id);
                 self.topics.insert(
                     *id,
@@ -202,6 +213,7 @@ impl Image {
                         name: name.clone(),
                         id: *id,
                         partitions: Vec::new(),
+                        configs: configs.clone(),
                     },
                 );
             }
@@ -259,6 +271,11 @@ impl Image {
             Record::RemoveTopic { id } => {
                 if let Some(t) = self.topics.remove(id) {
                     self.names.remove(&t.name);
+                }
+            }
+            Record::ClusterId { id } => {
+                if self.cluster_id.is_none() {
+                    self.cluster_id = Some(id.clone());
                 }
             }
         }
@@ -376,6 +393,7 @@ impl Image {
         id: Uuid,
         partitions: i32,
         rf: i16,
+        configs: BTreeMap<String, String>,
         start: usize,
     ) -> Result<Vec<Record>, ResponseError> {
         if self.names.contains_key(name) {
@@ -397,6 +415,7 @@ impl Image {
         let mut out = vec![Record::Topic {
             name: name.to_string(),
             id,
+            configs,
         }];
         for p in 0..partitions as usize {
             let replicas: Vec<i32> = (0..rf as usize)
@@ -411,6 +430,49 @@ impl Image {
             });
         }
         Ok(out)
+    }
+
+    /// CreatePartitions: grows topic `name` to `count` partitions with as many replicas as
+    /// its first partition has, placed round-robin from `start` like new topics.
+    pub fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        start: usize,
+    ) -> Result<Vec<Record>, ResponseError> {
+        let id = *self
+            .names
+            .get(name)
+            .ok_or(ResponseError::UnknownTopicOrPartition)?;
+        let t = &self.topics[&id];
+        let current = t.partitions.len() as i32;
+        if count <= current {
+            return Err(ResponseError::InvalidPartitions);
+        }
+        let rf = t.partitions.first().map_or(1, |p| p.replicas.len());
+        let live: Vec<i32> = self
+            .brokers
+            .values()
+            .filter(|b| b.eligible())
+            .map(|b| b.id)
+            .collect();
+        if rf > live.len() {
+            return Err(ResponseError::InvalidReplicationFactor);
+        }
+        Ok((current..count)
+            .map(|p| {
+                let replicas: Vec<i32> = (0..rf)
+                    .map(|j| live[(start + p as usize + j) % live.len()])
+                    .collect();
+                Record::Partition {
+                    topic: id,
+                    index: p,
+                    leader: replicas[0],
+                    isr: replicas.clone(),
+                    replicas,
+                }
+            })
+            .collect())
     }
 
     /// AlterPartition from a leader: checked like Kafka's controller, in its order.
@@ -539,7 +601,7 @@ mod tests {
             let id = Uuid::new_v4();
             let rs = self
                 .image
-                .create_topic(name, id, partitions, rf, 0)
+                .create_topic(name, id, partitions, rf, BTreeMap::new(), 0)
                 .unwrap();
             self.commit(rs);
             id
@@ -567,11 +629,13 @@ mod tests {
         }
         assert_eq!(leaders.values().copied().collect::<Vec<_>>(), vec![2, 2, 2]);
         assert_eq!(
-            log.image.create_topic("orders", Uuid::new_v4(), 1, 1, 0),
+            log.image
+                .create_topic("orders", Uuid::new_v4(), 1, 1, Default::default(), 0),
             Err(ResponseError::TopicAlreadyExists)
         );
         assert_eq!(
-            log.image.create_topic("big", Uuid::new_v4(), 1, 4, 0),
+            log.image
+                .create_topic("big", Uuid::new_v4(), 1, 4, Default::default(), 0),
             Err(ResponseError::InvalidReplicationFactor)
         );
     }
@@ -582,7 +646,8 @@ mod tests {
         let rs = log.image.fence_broker(2);
         log.commit(rs);
         assert_eq!(
-            log.image.create_topic("t", Uuid::new_v4(), 1, 3, 0),
+            log.image
+                .create_topic("t", Uuid::new_v4(), 1, 3, Default::default(), 0),
             Err(ResponseError::InvalidReplicationFactor)
         );
         let t = log.topic("t2", 4, 2);

@@ -15,6 +15,8 @@
 pub mod metadata;
 pub mod network;
 pub mod raft;
+pub mod rpc;
+pub mod service;
 pub mod sessions;
 
 #[cfg(test)]
@@ -64,7 +66,7 @@ mod quorum_tests {
         .await
         .unwrap();
         let (stop, rx) = watch::channel(false);
-        tokio::spawn(network::serve(listener, raft.clone(), rx));
+        tokio::spawn(network::serve(listener, raft.clone(), None, rx));
         Voter {
             raft,
             image,
@@ -101,11 +103,12 @@ mod quorum_tests {
         .expect("a leader is elected")
     }
 
-    fn topic(name: &str) -> Record {
-        Record::Topic {
+    fn topic(name: &str) -> Vec<Record> {
+        vec![Record::Topic {
             name: name.into(),
             id: Uuid::new_v4(),
-        }
+            configs: Default::default(),
+        }]
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,32 +21,42 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use super::raft::{NodeId, TypeConfig};
+use super::rpc::{BrokerReply, BrokerRequest};
+use futures_util::future::BoxFuture;
 
 /// Larger frames are refused: a snapshot of the metadata image is the largest message.
 const FRAME_BYTES_MAX: usize = 256 << 20;
 
 #[derive(Serialize, Deserialize)]
-enum Rpc {
+pub(crate) enum Rpc {
     Append(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
     Snapshot(InstallSnapshotRequest<TypeConfig>),
+    Broker(BrokerRequest),
 }
 
 #[derive(Serialize, Deserialize)]
-enum Reply {
+pub(crate) enum Reply {
     Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    Broker(BrokerReply),
 }
 
-async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> std::io::Result<()> {
+/// Answers brokers' requests to the controller (the active one decides, others redirect).
+pub type BrokerHandler =
+    Arc<dyn Fn(BrokerRequest) -> BoxFuture<'static, BrokerReply> + Send + Sync>;
+
+pub(crate) async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> std::io::Result<()> {
     let body = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
     s.write_all(&(body.len() as u32).to_be_bytes()).await?;
     s.write_all(&body).await?;
     s.flush().await
 }
 
-async fn read_frame<T: for<'de> Deserialize<'de>>(s: &mut TcpStream) -> std::io::Result<T> {
+pub(crate) async fn read_frame<T: for<'de> Deserialize<'de>>(
+    s: &mut TcpStream,
+) -> std::io::Result<T> {
     let len = s.read_u32().await? as usize;
     if len > FRAME_BYTES_MAX {
         return Err(std::io::Error::other(format!(
@@ -175,8 +185,14 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await.map(|_| ());
 }
 
-/// Answers Raft RPCs from other voters until `stop` turns true.
-pub async fn serve(listener: TcpListener, raft: Raft<TypeConfig>, mut stop: watch::Receiver<bool>) {
+/// Answers Raft RPCs from other voters, and brokers' requests with `brokers` (refused when
+/// absent), until `stop` turns true.
+pub async fn serve(
+    listener: TcpListener,
+    raft: Raft<TypeConfig>,
+    brokers: Option<BrokerHandler>,
+    mut stop: watch::Receiver<bool>,
+) {
     let raft = Arc::new(raft);
     loop {
         let (stream, peer) = tokio::select! {
@@ -192,8 +208,9 @@ pub async fn serve(listener: TcpListener, raft: Raft<TypeConfig>, mut stop: watc
         };
         let raft = raft.clone();
         let stop = stop.clone();
+        let brokers = brokers.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection(stream, &raft, stop).await {
+            if let Err(e) = connection(stream, &raft, brokers, stop).await {
                 tracing::debug!(peer = %peer, error = %e, "controller connection closed");
             }
         });
@@ -203,6 +220,7 @@ pub async fn serve(listener: TcpListener, raft: Raft<TypeConfig>, mut stop: watc
 async fn connection(
     mut s: TcpStream,
     raft: &Raft<TypeConfig>,
+    brokers: Option<BrokerHandler>,
     mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let _ = s.set_nodelay(true);
@@ -215,6 +233,10 @@ async fn connection(
             Rpc::Append(r) => Reply::Append(raft.append_entries(r).await),
             Rpc::Vote(r) => Reply::Vote(raft.vote(r).await),
             Rpc::Snapshot(r) => Reply::Snapshot(raft.install_snapshot(r).await),
+            Rpc::Broker(r) => Reply::Broker(match &brokers {
+                Some(handle) => handle(r).await,
+                None => BrokerReply::NotController { leader: None },
+            }),
         };
         write_frame(&mut s, &reply).await?;
     }

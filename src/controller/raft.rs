@@ -23,9 +23,10 @@ use serde::{Deserialize, Serialize};
 use super::metadata::{Image, Record};
 
 openraft::declare_raft_types!(
-    /// Cairn's Raft types: metadata records in, nothing out, u64 node ids.
+    /// Cairn's Raft types: one decision's metadata records per entry (committed together),
+    /// nothing out, u64 node ids.
     pub TypeConfig:
-        D = Record,
+        D = Vec<Record>,
         R = (),
 );
 
@@ -333,7 +334,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             self.last_applied = Some(e.log_id);
             match e.payload {
                 EntryPayload::Blank => {}
-                EntryPayload::Normal(record) => self.image.apply(e.log_id.index as i64, &record),
+                EntryPayload::Normal(records) => {
+                    for record in &records {
+                        self.image.apply(e.log_id.index as i64, record);
+                    }
+                }
                 EntryPayload::Membership(m) => {
                     self.membership = StoredMembership::new(Some(e.log_id), m);
                 }
@@ -432,10 +437,11 @@ mod tests {
                 },
                 Entry {
                     log_id: id(3, 2),
-                    payload: EntryPayload::Normal(Record::Topic {
+                    payload: EntryPayload::Normal(vec![Record::Topic {
                         name: "t".into(),
                         id: uuid::Uuid::new_v4(),
-                    }),
+                        configs: Default::default(),
+                    }]),
                 },
             ];
             let mut sm = StateMachine::open(db.clone()).unwrap();

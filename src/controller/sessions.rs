@@ -226,7 +226,10 @@ mod tests {
     async fn silence_past_the_session_timeout_fences_and_moves_leadership() {
         let mut c = cluster();
         let t = Uuid::new_v4();
-        let rs = c.image.create_topic("t", t, 3, 3, 0).unwrap();
+        let rs = c
+            .image
+            .create_topic("t", t, 3, 3, Default::default(), 0)
+            .unwrap();
         c.commit(rs);
         tokio::time::advance(Duration::from_secs(5)).await;
         for id in [2, 3] {
@@ -261,7 +264,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn controlled_shutdown_finishes_when_leadership_has_moved() {
         let mut c = cluster();
-        let rs = c.image.create_topic("t", Uuid::new_v4(), 3, 3, 0).unwrap();
+        let rs = c
+            .image
+            .create_topic("t", Uuid::new_v4(), 3, 3, Default::default(), 0)
+            .unwrap();
         c.commit(rs);
         let first = c.beat(1, |h| h.want_shut_down = true);
         assert!(

@@ -19,7 +19,7 @@ pub async fn handle(
     for t in req.topics {
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
-            let result = match broker.catalog.partition(&t.name, p.partition_index) {
+            let result = match broker.led_partition(&t.name, p.partition_index) {
                 Ok((_, part)) => part.log.delete_records(p.offset).await,
                 Err(e) => Err(e),
             };

@@ -1,4 +1,4 @@
-//! DescribeCluster: the cluster id, the controller and the brokers (this node).
+//! DescribeCluster: the cluster id, the controller and the live brokers.
 
 use std::sync::Arc;
 
@@ -14,15 +14,29 @@ pub async fn handle(
     ctx: &RequestContext<'_>,
     req: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
-    let adv = broker.advertised(&ctx.conn.listener);
+    let brokers = broker.live_brokers(&ctx.conn.listener);
+    // As in Metadata: a live broker stands for the controller (this one when it is live).
+    let controller = brokers
+        .iter()
+        .map(|b| b.0)
+        .find(|id| *id == broker.node_id())
+        .or(brokers.first().map(|b| b.0))
+        .unwrap_or(broker.node_id());
     DescribeClusterResponse::default()
         .with_endpoint_type(req.endpoint_type)
-        .with_cluster_id(str_bytes(broker.cluster_id.clone()))
-        .with_controller_id(broker_id(broker.node_id()))
-        .with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(broker_id(broker.node_id()))
-            .with_host(str_bytes(adv.host.clone()))
-            .with_port(adv.port as i32)])
+        .with_cluster_id(str_bytes(broker.cluster_id()))
+        .with_controller_id(broker_id(controller))
+        .with_brokers(
+            brokers
+                .into_iter()
+                .map(|(id, host, port)| {
+                    DescribeClusterBroker::default()
+                        .with_broker_id(broker_id(id))
+                        .with_host(str_bytes(host))
+                        .with_port(port as i32)
+                })
+                .collect(),
+        )
         .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
             CLUSTER_OPERATIONS_ALL
         } else {

@@ -80,9 +80,15 @@ pub async fn handle(
                 DescribeTopicPartitionsResponsePartition::default()
                     .with_partition_index(p.index)
                     .with_leader_id(broker_id(place.leader))
-                    .with_leader_epoch(p.leader_epoch)
+                    .with_error_code(if place.leader < 0 {
+                        kafka_protocol::ResponseError::LeaderNotAvailable.code()
+                    } else {
+                        0
+                    })
+                    .with_leader_epoch(place.leader_epoch)
                     .with_replica_nodes(place.replicas.into_iter().map(broker_id).collect())
                     .with_isr_nodes(place.isr.into_iter().map(broker_id).collect())
+                    .with_offline_replicas(place.offline.into_iter().map(broker_id).collect())
                     .with_eligible_leader_replicas(Some(vec![]))
                     .with_last_known_elr(Some(vec![])),
             );

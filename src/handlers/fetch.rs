@@ -52,10 +52,25 @@ pub async fn handle(
     let committed_only = replica_id.0 < 0;
     let read_committed = req.isolation_level == 1;
 
+    let node = broker.node_id();
+    let cluster = broker.cluster().cloned();
     let mut wanted = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
         for p in &t.partitions {
-            let found = broker.catalog.partition(&t.topic, p.partition);
+            let mut found = broker.catalog.partition(&t.topic, p.partition);
+            if let Ok((_, part)) = &found {
+                // Only the leader serves fetches (no follower reads); a follower replica's
+                // fetch also tells the leader how far that follower has got.
+                let checked = match (&cluster, replica_id.0 >= 0) {
+                    (Some(c), true) => {
+                        c.follower_fetched(broker, part, replica_id.0, p.fetch_offset)
+                    }
+                    _ => crate::replication::check_leader(node, part),
+                };
+                if let Err(e) = checked {
+                    found = Err(e);
+                }
+            }
             wanted.push(Wanted {
                 topic: ti,
                 index: p.partition,
@@ -87,7 +102,13 @@ pub async fn handle(
         // is not missed.
         let mut wakeups: Vec<_> = live
             .iter()
-            .map(|p| Box::pin(p.log.hw_moved.notified()))
+            .map(|p| {
+                Box::pin(if committed_only {
+                    p.log.hw_moved.notified()
+                } else {
+                    p.log.appended.notified()
+                })
+            })
             .collect();
         for w in wakeups.iter_mut() {
             w.as_mut().enable();

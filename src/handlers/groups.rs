@@ -35,8 +35,8 @@ pub async fn find_coordinator(
     ctx: &RequestContext<'_>,
     req: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let adv = broker.advertised(&ctx.conn.listener);
-    // This broker coordinates every group. Transactions are not served yet: say so with a
+    let (coordinator, host, port) = broker.group_coordinator(&ctx.conn.listener);
+    // One broker coordinates every group. Transactions are not served yet: say so with a
     // non-retriable error so a transactional producer fails at once, not after a timeout.
     let answer = |key_type: i8| -> Result<(), (ResponseError, &'static str)> {
         match key_type {
@@ -59,9 +59,9 @@ pub async fn find_coordinator(
                 let c = CoordinatorEntry::default().with_key(key.clone());
                 match answer(req.key_type) {
                     Ok(()) => c
-                        .with_node_id(broker_id(broker.node_id()))
-                        .with_host(str_bytes(adv.host.clone()))
-                        .with_port(adv.port as i32),
+                        .with_node_id(broker_id(coordinator))
+                        .with_host(str_bytes(host.clone()))
+                        .with_port(port as i32),
                     Err((e, msg)) => c
                         .with_node_id(broker_id(-1))
                         .with_port(-1)
@@ -74,9 +74,9 @@ pub async fn find_coordinator(
     }
     match answer(req.key_type) {
         Ok(()) => FindCoordinatorResponse::default()
-            .with_node_id(broker_id(broker.node_id()))
-            .with_host(str_bytes(adv.host.clone()))
-            .with_port(adv.port as i32),
+            .with_node_id(broker_id(coordinator))
+            .with_host(str_bytes(host))
+            .with_port(port as i32),
         Err((e, msg)) => {
             let r = FindCoordinatorResponse::default()
                 .with_error_code(e.code())

@@ -30,7 +30,7 @@ pub async fn handle(
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
             let r = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
-            let result = match broker.catalog.partition(&t.name, p.partition_index) {
+            let result = match broker.led_partition(&t.name, p.partition_index) {
                 Ok((_, part)) => lookup(&part, p.current_leader_epoch, p.timestamp).await,
                 Err(e) => Err(e),
             };

@@ -23,7 +23,6 @@ pub async fn handle(
     ctx: &RequestContext<'_>,
     req: MetadataRequest,
 ) -> MetadataResponse {
-    let adv = broker.advertised(&ctx.conn.listener);
     let node = broker.node_id();
     let ops = if req.include_topic_authorized_operations {
         TOPIC_OPERATIONS_ALL
@@ -73,13 +72,29 @@ pub async fn handle(
         .into_iter()
         .map(|t| fit_topic(t, ctx.version))
         .collect();
+    // In a cluster: every live broker; Kafka 4 names a live broker as the "controller" that
+    // admin clients send controller-bound requests to (any broker forwards them).
+    let brokers = broker.live_brokers(&ctx.conn.listener);
+    let controller = brokers
+        .iter()
+        .map(|b| b.0)
+        .find(|id| *id == node)
+        .or(brokers.first().map(|b| b.0))
+        .unwrap_or(node);
     MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(broker_id(node))
-            .with_host(str_bytes(adv.host.clone()))
-            .with_port(adv.port as i32)])
-        .with_cluster_id((ctx.version >= 2).then(|| str_bytes(broker.cluster_id.clone())))
-        .with_controller_id(broker_id(if ctx.version >= 1 { node } else { -1 }))
+        .with_brokers(
+            brokers
+                .into_iter()
+                .map(|(id, host, port)| {
+                    MetadataResponseBroker::default()
+                        .with_node_id(broker_id(id))
+                        .with_host(str_bytes(host))
+                        .with_port(port as i32)
+                })
+                .collect(),
+        )
+        .with_cluster_id((ctx.version >= 2).then(|| str_bytes(broker.cluster_id())))
+        .with_controller_id(broker_id(if ctx.version >= 1 { controller } else { -1 }))
         .with_topics(topics)
         .with_cluster_authorized_operations(
             if req.include_cluster_authorized_operations && (8..=10).contains(&ctx.version) {
@@ -159,12 +174,19 @@ fn describe(t: &Topic, node: i32, ops: i32) -> MetadataResponseTopic {
                 .iter()
                 .map(|p| {
                     let place = p.placement(node);
+                    let code = if place.leader < 0 {
+                        kafka_protocol::ResponseError::LeaderNotAvailable.code()
+                    } else {
+                        0
+                    };
                     MetadataResponsePartition::default()
+                        .with_error_code(code)
                         .with_partition_index(p.index)
                         .with_leader_id(broker_id(place.leader))
-                        .with_leader_epoch(p.leader_epoch)
+                        .with_leader_epoch(place.leader_epoch)
                         .with_replica_nodes(place.replicas.into_iter().map(broker_id).collect())
                         .with_isr_nodes(place.isr.into_iter().map(broker_id).collect())
+                        .with_offline_replicas(place.offline.into_iter().map(broker_id).collect())
                 })
                 .collect(),
         )

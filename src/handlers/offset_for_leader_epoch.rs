@@ -21,30 +21,31 @@ pub async fn handle(
         .topics
         .into_iter()
         .map(|t| {
-            let partitions =
-                t.partitions
-                    .iter()
-                    .map(|p| {
-                        let r = EpochEndOffset::default().with_partition(p.partition);
-                        let found = broker.catalog.partition(&t.topic, p.partition).and_then(
-                            |(_, part)| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let r = EpochEndOffset::default().with_partition(p.partition);
+                    let found =
+                        broker
+                            .led_partition(&t.topic, p.partition)
+                            .and_then(|(_, part)| {
                                 part.log
                                     .check_leader_epoch(p.current_leader_epoch)
                                     .map(|_| part)
-                            },
-                        );
-                        match found {
-                            Ok(part) => {
-                                let (epoch, end) = part.log.end_offset_for_epoch(p.leader_epoch);
-                                r.with_leader_epoch(epoch).with_end_offset(end)
-                            }
-                            Err(e) => r
-                                .with_error_code(e.code())
-                                .with_leader_epoch(-1)
-                                .with_end_offset(-1),
+                            });
+                    match found {
+                        Ok(part) => {
+                            let (epoch, end) = part.log.end_offset_for_epoch(p.leader_epoch);
+                            r.with_leader_epoch(epoch).with_end_offset(end)
                         }
-                    })
-                    .collect();
+                        Err(e) => r
+                            .with_error_code(e.code())
+                            .with_leader_epoch(-1)
+                            .with_end_offset(-1),
+                    }
+                })
+                .collect();
             OffsetForLeaderTopicResult::default()
                 .with_topic(t.topic)
                 .with_partitions(partitions)

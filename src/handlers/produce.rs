@@ -21,6 +21,7 @@ pub async fn handle(
 ) -> Option<ProduceResponse> {
     let version = ctx.version;
     let acks = req.acks;
+    let timeout = std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
     let transactional = req.transactional_id.as_ref().is_some_and(|t| !t.is_empty());
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
@@ -35,7 +36,15 @@ pub async fn handle(
                         "acks must be -1, 0 or 1, not {acks}"
                     )))
                 } else {
-                    append(broker, name, p.index, p.records.unwrap_or_default(), acks).await
+                    append(
+                        broker,
+                        name,
+                        p.index,
+                        p.records.unwrap_or_default(),
+                        acks,
+                        timeout,
+                    )
+                    .await
                 };
                 fit(partition_response(p.index, result), version)
             }
@@ -59,12 +68,13 @@ async fn append(
     index: i32,
     records: bytes::Bytes,
     acks: i16,
+    timeout: std::time::Duration,
 ) -> Result<(Appended, i64)> {
     let (t, p) = broker.catalog.partition(topic, index)?;
     let m = &t.metrics;
     m.produce_requests.inc();
     let size = records.len() as u64;
-    let result = append_to(&t, &p, broker.node_id(), records, acks).await;
+    let result = append_to(&t, &p, broker.node_id(), records, acks, timeout).await;
     match &result {
         Ok((a, _)) if !a.duplicate => {
             m.messages_in.inc_by(a.records);
@@ -82,10 +92,15 @@ async fn append_to(
     node: i32,
     records: bytes::Bytes,
     acks: i16,
+    timeout: std::time::Duration,
 ) -> Result<(Appended, i64)> {
     let e = t.effective;
+    let place = p.placement(node);
+    if place.leader != node {
+        return Err(Error::NotLeaderOrFollower);
+    }
     if acks == -1 {
-        let isr = p.placement(node).isr.len();
+        let isr = place.isr.len();
         if (isr as i32) < e.min_insync_replicas {
             return Err(Error::NotEnoughReplicas {
                 isr,
@@ -105,7 +120,52 @@ async fn append_to(
             },
         )
         .await?;
+    if acks == -1 {
+        await_replicas(
+            p,
+            node,
+            place.leader_epoch,
+            &appended,
+            e.min_insync_replicas,
+            timeout,
+        )
+        .await?;
+    }
     Ok((appended, log_append_time.unwrap_or(-1)))
+}
+
+/// acks=all: waits until the ISR holds the batch (the HW passed it), as long as this broker
+/// still leads in the same epoch; then checks the ISR is still at least min.insync.replicas.
+async fn await_replicas(
+    p: &Partition,
+    node: i32,
+    epoch: i32,
+    a: &Appended,
+    min_isr: i32,
+    timeout: std::time::Duration,
+) -> Result<()> {
+    let end = a.base_offset + a.records.max(1) as i64;
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let moved = p.log.hw_moved.notified();
+        tokio::pin!(moved);
+        moved.as_mut().enable();
+        let place = p.placement(node);
+        if place.leader != node || place.leader_epoch != epoch {
+            return Err(Error::NotLeaderOrFollower);
+        }
+        if p.log.offsets().high_watermark >= end {
+            let isr = place.isr.len();
+            if (isr as i32) < min_isr {
+                return Err(Error::NotEnoughReplicasAfterAppend { isr, min: min_isr });
+            }
+            return Ok(());
+        }
+        tokio::select! {
+            _ = moved => {}
+            _ = tokio::time::sleep_until(deadline) => return Err(Error::RequestTimedOut),
+        }
+    }
 }
 
 /// Resets what `version` lacks: such fields must keep their defaults to be encodable.

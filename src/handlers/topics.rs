@@ -103,6 +103,11 @@ async fn create_one(
                     "partitions must be numbered 0..n in order".into(),
                 ));
             }
+            if broker.cluster().is_some() {
+                return Err(Error::InvalidReplicaAssignment(
+                    "explicit replica assignments are not supported in a cluster yet".into(),
+                ));
+            }
             if let Some(b) = a.broker_ids.iter().find(|b| b.0 != node) {
                 return Err(Error::InvalidReplicaAssignment(format!(
                     "broker {} does not exist",
@@ -130,7 +135,21 @@ async fn create_one(
         replication_factor: rf,
         configs: configs.clone(),
     };
-    if validate_only {
+    if let Some(c) = broker.cluster() {
+        crate::topics::validate_topic_name(new.name)?;
+        for (k, v) in &new.configs {
+            crate::topic_config::validate(k, v)?;
+        }
+        c.create_topic(
+            broker,
+            new.name,
+            partitions,
+            rf,
+            configs.clone(),
+            validate_only,
+        )
+        .await?;
+    } else if validate_only {
         broker.catalog.validate_new(&new)?;
     } else {
         broker.catalog.create(new).await?;
@@ -180,7 +199,17 @@ pub async fn delete(
             )),
         };
         let result = match resolved {
-            Ok(n) => broker.catalog.delete(&n).await.map(|deleted| (n, deleted)),
+            Ok(n) => match broker.cluster() {
+                Some(c) => {
+                    let id = broker.catalog.get(&n).map(|t| t.id).unwrap_or_default();
+                    if broker.config.delete_topic_enable {
+                        c.delete_topic(broker, &n).await.map(|()| (n, id))
+                    } else {
+                        Err(Error::TopicDeletionDisabled)
+                    }
+                }
+                None => broker.catalog.delete(&n).await.map(|deleted| (n, deleted)),
+            },
             Err(e) => Err(e),
         };
         let mut r = match result {
@@ -214,6 +243,9 @@ pub async fn create_partitions(
     let mut results = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
         let check = match &t.assignments {
+            Some(_) if broker.cluster().is_some() => Err(Error::InvalidReplicaAssignment(
+                "explicit replica assignments are not supported in a cluster yet".into(),
+            )),
             Some(a)
                 if a.iter()
                     .flat_map(|x| x.broker_ids.iter())
@@ -232,12 +264,18 @@ pub async fn create_partitions(
             _ => Ok(()),
         };
         let result = match check {
-            Ok(()) => {
-                broker
-                    .catalog
-                    .create_partitions(&t.name, t.count, req.validate_only)
-                    .await
-            }
+            Ok(()) => match broker.cluster() {
+                Some(c) => {
+                    c.create_partitions(broker, &t.name, t.count, req.validate_only)
+                        .await
+                }
+                None => {
+                    broker
+                        .catalog
+                        .create_partitions(&t.name, t.count, req.validate_only)
+                        .await
+                }
+            },
             Err(e) => Err(e),
         };
         let r = CreatePartitionsTopicResult::default().with_name(t.name.clone());

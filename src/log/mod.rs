@@ -84,6 +84,10 @@ struct ReadState {
     size_bytes: u64,
     tail: VecDeque<Cached>,
     tail_bytes: usize,
+    /// The HW follows the LEO on every append: true while this replica is the whole ISR
+    /// (a single node, or a leader whose followers all dropped out). Otherwise the
+    /// replication layer moves the HW with [`PartitionLog::advance_hw`].
+    sole_replica: bool,
 }
 
 pub struct PartitionLog {
@@ -95,6 +99,8 @@ pub struct PartitionLog {
     state: RwLock<ReadState>,
     /// Woken whenever the high watermark moves, for long-polling fetches.
     pub hw_moved: Notify,
+    /// Woken on every append, for followers' long-polling fetches (they read to the LEO).
+    pub appended: Notify,
 }
 
 impl PartitionLog {
@@ -140,8 +146,10 @@ impl PartitionLog {
                 size_bytes,
                 tail: VecDeque::new(),
                 tail_bytes: 0,
+                sole_replica: true,
             }),
             hw_moved: Notify::new(),
+            appended: Notify::new(),
         })
     }
 
@@ -232,29 +240,16 @@ impl PartitionLog {
                 s.stored_epoch = Some(leader_epoch);
             }
             s.size_bytes += meta.size as u64;
-            s.tail_bytes += stamped.len();
-            s.tail.push_back(Cached {
-                base: meta.base_offset,
-                last: meta.last_offset,
-                bytes: stamped,
-            });
-            let added = s.tail.back().map_or(0, |c| c.bytes.len());
-            let mut total = TAIL_CACHE_TOTAL.fetch_add(added, Ordering::Relaxed) + added;
-            while (s.tail_bytes > TAIL_CACHE_BYTES_MAX || total > TAIL_CACHE_TOTAL_BYTES_MAX)
-                && s.tail.len() > 1
-            {
-                if let Some(c) = s.tail.pop_front() {
-                    s.tail_bytes -= c.bytes.len();
-                    total = TAIL_CACHE_TOTAL.fetch_sub(c.bytes.len(), Ordering::Relaxed)
-                        - c.bytes.len();
-                }
+            push_tail(&mut s, meta.base_offset, meta.last_offset, stamped);
+            // HW = min LEO over the ISR: the LEO itself when the ISR is this replica alone.
+            if s.sole_replica {
+                s.hw = s.leo;
             }
-            // HW = min LEO over the ISR; the ISR is the leader alone.
-            s.hw = s.leo;
             s.log_start
         };
         drop(producers);
         self.hw_moved.notify_waiters();
+        self.appended.notify_waiters();
         Ok(Appended {
             base_offset,
             log_start_offset,
@@ -448,6 +443,227 @@ impl PartitionLog {
         }
     }
 
+    // ---- replication ----------------------------------------------------------------
+
+    /// Takes a new role for `epoch`. A leader starts the epoch at its LEO, as Kafka's
+    /// `makeLeader` does (the entry is written with the epoch's first batch); with
+    /// `sole_replica` the HW follows the LEO, otherwise only [`Self::advance_hw`] moves it.
+    /// A follower learns epochs from the leader's batches instead.
+    pub fn set_role(&self, epoch: i32, leader: bool, sole_replica: bool) {
+        let moved = {
+            let mut s = self.write_state();
+            s.leader_epoch = epoch;
+            s.sole_replica = leader && sole_replica;
+            if leader && s.epochs.last().is_none_or(|e| e.0 < epoch) {
+                let leo = s.leo;
+                s.epochs.push((epoch, leo));
+            }
+            if s.sole_replica && s.hw < s.leo {
+                s.hw = s.leo;
+                true
+            } else {
+                false
+            }
+        };
+        if moved {
+            self.hw_moved.notify_waiters();
+        }
+    }
+
+    /// Raises the HW to `hw` (capped at the LEO); it never goes back. Returns the HW.
+    pub fn advance_hw(&self, hw: i64) -> i64 {
+        let (now, moved) = {
+            let mut s = self.write_state();
+            let target = hw.min(s.leo);
+            if target > s.hw {
+                s.hw = target;
+                (target, true)
+            } else {
+                (s.hw, false)
+            }
+        };
+        if moved {
+            self.hw_moved.notify_waiters();
+        }
+        now
+    }
+
+    /// The offset where `epoch` started in this log (the LEO if it is not in the cache).
+    pub fn epoch_start(&self, epoch: i32) -> i64 {
+        let s = self.read_state();
+        s.epochs
+            .iter()
+            .find(|e| e.0 == epoch)
+            .map_or(s.leo, |e| e.1)
+    }
+
+    /// The latest epoch in the epoch cache (-1 when empty): a follower's last fetched epoch.
+    pub fn latest_epoch(&self) -> i32 {
+        self.read_state().epochs.last().map_or(-1, |e| e.0)
+    }
+
+    /// Appends batches fetched from the leader as they are (offsets and epochs assigned by
+    /// the leader), with the producer states and epoch entries they imply, in one write.
+    /// Batches wholly below the LEO are skipped and a partial batch at the end is ignored.
+    /// Returns the number of batches appended.
+    pub async fn append_replica(&self, records: &Bytes) -> Result<usize> {
+        let mut producers = self.appends.lock().await;
+        let (mut leo, mut last_epoch) = {
+            let s = self.read_state();
+            (s.leo, s.epochs.last().map_or(-1, |e| e.0))
+        };
+        let mut appends = Vec::new();
+        let mut epochs = Vec::new();
+        let mut states: HashMap<i64, ProducerState> = HashMap::new();
+        let mut at = 0usize;
+        while at < records.len() {
+            let Ok(h) = BatchHeader::parse(&records[at..]) else {
+                break;
+            };
+            let bytes = records.slice(at..at + h.size);
+            at += h.size;
+            if h.last_offset() < leo {
+                continue;
+            }
+            if h.base_offset != leo {
+                return Err(Error::CorruptMessage(format!(
+                    "replica batch at {} does not continue the log at {leo}",
+                    h.base_offset
+                )));
+            }
+            let epoch_start = (h.partition_leader_epoch > last_epoch).then(|| {
+                last_epoch = h.partition_leader_epoch;
+                epochs.push((h.partition_leader_epoch, h.base_offset));
+                (h.partition_leader_epoch, h.base_offset)
+            });
+            let producer = h.is_idempotent().then(|| {
+                let prior = states.get(&h.producer_id).or(producers.get(&h.producer_id));
+                let next = ProducerState::after_append(prior, &h, h.base_offset);
+                let encoded = next.encode();
+                states.insert(h.producer_id, next);
+                (h.producer_id, encoded)
+            });
+            appends.push(Append {
+                partition: self.id,
+                meta: BatchMeta {
+                    base_offset: h.base_offset,
+                    last_offset: h.last_offset(),
+                    max_timestamp: h.max_timestamp,
+                    size: h.size as u32,
+                },
+                batch: bytes,
+                producer,
+                epoch_start,
+            });
+            leo = h.last_offset() + 1;
+        }
+        if appends.is_empty() {
+            return Ok(0);
+        }
+        let store = self.store.clone();
+        let written = appends.clone();
+        tokio::task::spawn_blocking(move || store.append(&written, false))
+            .await
+            .map_err(|e| Error::Storage(format!("append task failed: {e}")))??;
+        producers.extend(states);
+        let mut s = self.write_state();
+        for a in &appends {
+            s.size_bytes += a.meta.size as u64;
+            push_tail(
+                &mut s,
+                a.meta.base_offset,
+                a.meta.last_offset,
+                a.batch.clone(),
+            );
+        }
+        s.leo = leo;
+        if let Some(last) = epochs.last() {
+            s.stored_epoch = Some(last.0);
+        }
+        s.epochs.extend(epochs);
+        Ok(appends.len())
+    }
+
+    /// Cuts the log back to `end` (a follower whose log diverged from the leader's): the
+    /// batches from there on, their epoch entries and the producer states' memory of them
+    /// go, in one write. The HW is capped at the new LEO.
+    pub async fn truncate_to(&self, end: i64) -> Result<()> {
+        let mut producers = self.appends.lock().await;
+        let (leo, start) = {
+            let s = self.read_state();
+            (s.leo, s.log_start)
+        };
+        let end = end.max(start);
+        if end >= leo {
+            return Ok(());
+        }
+        let mut changed = Vec::new();
+        for (pid, state) in producers.iter_mut() {
+            if state.batches.iter().any(|b| b.base_offset >= end) {
+                state.batches.retain(|b| b.base_offset < end);
+                changed.push((*pid, Some(state.encode())));
+            }
+        }
+        let store = self.store.clone();
+        let id = self.id;
+        let size = tokio::task::spawn_blocking(move || {
+            store.truncate_suffix(id, end, &changed)?;
+            store.size_bytes(id)
+        })
+        .await
+        .map_err(|e| Error::Storage(format!("truncate task failed: {e}")))??;
+        let mut s = self.write_state();
+        s.leo = end;
+        s.hw = s.hw.min(end);
+        s.size_bytes = size;
+        s.epochs.retain(|e| e.1 < end);
+        s.stored_epoch = s.epochs.last().map(|e| e.0);
+        while s.tail.back().is_some_and(|c| c.last >= end) {
+            if let Some(c) = s.tail.pop_back() {
+                s.tail_bytes -= c.bytes.len();
+                TAIL_CACHE_TOTAL.fetch_sub(c.bytes.len(), Ordering::Relaxed);
+            }
+        }
+        drop(s);
+        drop(producers);
+        tracing::info!(
+            partition = self.id,
+            from = leo,
+            to = end,
+            "truncated to the leader's log"
+        );
+        Ok(())
+    }
+
+    /// Empties the log and restarts it at `start` (a follower that fell below the leader's
+    /// log start offset).
+    pub async fn reset_to(&self, start: i64) -> Result<()> {
+        {
+            let (leo, log_start) = {
+                let s = self.read_state();
+                (s.leo, s.log_start)
+            };
+            self.truncate_to(log_start).await?;
+            let _guard = self.appends.lock().await;
+            let store = self.store.clone();
+            let id = self.id;
+            tokio::task::spawn_blocking(move || store.truncate_prefix(id, start))
+                .await
+                .map_err(|e| Error::Storage(format!("truncate task failed: {e}")))??;
+            let mut s = self.write_state();
+            s.log_start = start;
+            s.leo = start;
+            s.hw = start;
+            tracing::info!(
+                partition = self.id,
+                from = leo,
+                to = start,
+                "restarted the log at the leader's log start"
+            );
+        }
+        Ok(())
+    }
+
     /// Moves the log start offset forward to `offset` (DeleteRecords; -1 means the HW).
     /// Returns the new log start offset.
     pub async fn delete_records(&self, offset: i64) -> Result<i64> {
@@ -544,6 +760,23 @@ impl Drop for PartitionLog {
     fn drop(&mut self) {
         let s = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
         TAIL_CACHE_TOTAL.fetch_sub(s.tail_bytes, Ordering::Relaxed);
+    }
+}
+
+/// Keeps a just-written batch in the partition's tail cache, evicting the oldest batches
+/// past this partition's or all partitions' budget (the newest one always stays).
+fn push_tail(s: &mut ReadState, base: i64, last: i64, bytes: Bytes) {
+    let added = bytes.len();
+    s.tail_bytes += added;
+    s.tail.push_back(Cached { base, last, bytes });
+    let mut total = TAIL_CACHE_TOTAL.fetch_add(added, Ordering::Relaxed) + added;
+    while (s.tail_bytes > TAIL_CACHE_BYTES_MAX || total > TAIL_CACHE_TOTAL_BYTES_MAX)
+        && s.tail.len() > 1
+    {
+        if let Some(c) = s.tail.pop_front() {
+            s.tail_bytes -= c.bytes.len();
+            total = TAIL_CACHE_TOTAL.fetch_sub(c.bytes.len(), Ordering::Relaxed) - c.bytes.len();
+        }
     }
 }
 
@@ -690,5 +923,55 @@ mod tests {
             Err(Error::UnknownLeaderEpoch { .. })
         ));
         assert_eq!(l.end_offset_for_epoch(7), (-1, -1));
+    }
+
+    #[tokio::test]
+    async fn a_follower_copies_the_leaders_batches_and_truncates_where_it_diverges() {
+        let (ls, fs) = (
+            Arc::new(MemoryStore::default()),
+            Arc::new(MemoryStore::default()),
+        );
+        let leader = log(&ls);
+        leader.set_role(1, true, false);
+        for i in 0..3 {
+            leader
+                .append(&Bytes::from(batch(&[b"x"], Some((9, 0, i)), 0)), opts())
+                .await
+                .unwrap();
+        }
+        // Not the whole ISR: the HW waits for the followers.
+        assert_eq!(leader.offsets().high_watermark, 0);
+        assert_eq!(leader.advance_hw(2), 2);
+        assert_eq!(leader.advance_hw(1), 2, "the HW never goes back");
+
+        let follower = log(&fs);
+        follower.set_role(1, false, false);
+        let all = leader.read(0, 1 << 20, true, false).await.unwrap().records;
+        assert_eq!(follower.append_replica(&all).await.unwrap(), 3);
+        // Fetched again (a retry): nothing is written twice.
+        assert_eq!(follower.append_replica(&all).await.unwrap(), 0);
+        assert_eq!(follower.offsets().log_end, 3);
+        assert_eq!(follower.latest_epoch(), 1);
+        assert_eq!(follower.end_offset_for_epoch(1), (1, 3));
+
+        // The follower wrote a batch in epoch 2 that the new leader (epoch 3) never had.
+        follower.set_role(2, true, true);
+        follower
+            .append(&Bytes::from(batch(&[b"lost"], None, 0)), opts())
+            .await
+            .unwrap();
+        follower.set_role(3, false, false);
+        assert_eq!(follower.offsets().log_end, 4);
+        follower.truncate_to(3).await.unwrap();
+        assert_eq!(follower.offsets().log_end, 3);
+        assert_eq!(follower.latest_epoch(), 1);
+        // Producer state forgot the truncated batch, survives a reopen, and dedupes the rest.
+        let reopened = log(&fs);
+        assert_eq!(reopened.offsets().log_end, 3);
+        reopened.set_role(4, true, true);
+        let retry = Bytes::from(batch(&[b"x"], Some((9, 0, 2)), 0));
+        assert!(reopened.append(&retry, opts()).await.unwrap().duplicate);
+        let next = Bytes::from(batch(&[b"y"], Some((9, 0, 3)), 0));
+        assert_eq!(reopened.append(&next, opts()).await.unwrap().base_offset, 3);
     }
 }

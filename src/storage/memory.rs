@@ -127,6 +127,24 @@ impl LogStore for MemoryStore {
         Ok(())
     }
 
+    fn truncate_suffix(
+        &self,
+        p: PartitionId,
+        end: i64,
+        producers: &[(i64, Option<Bytes>)],
+    ) -> Result<()> {
+        let mut g = self.lock();
+        g.batches.retain(|(q, base), _| *q != p || *base < end);
+        g.epochs.retain(|(q, _), start| *q != p || *start < end);
+        for (pid, state) in producers {
+            match state {
+                Some(s) => g.producers.insert((p, *pid), s.clone()),
+                None => g.producers.remove(&(p, *pid)),
+            };
+        }
+        Ok(())
+    }
+
     fn log_start(&self, p: PartitionId) -> Result<Option<i64>> {
         Ok(self.lock().starts.get(&p).copied())
     }

@@ -89,6 +89,16 @@ pub trait LogStore: Send + Sync + 'static {
     /// below it, as one written unit.
     fn truncate_prefix(&self, partition: PartitionId, log_start: i64) -> Result<()>;
 
+    /// Removes every batch at or after `end` and every leader-epoch entry starting at or
+    /// after it, and replaces the given producer states (`None` deletes one), as one written
+    /// unit: a follower cutting its log back to where it diverges from the leader's.
+    fn truncate_suffix(
+        &self,
+        partition: PartitionId,
+        end: i64,
+        producers: &[(i64, Option<Bytes>)],
+    ) -> Result<()>;
+
     /// The log start offset last set by `truncate_prefix`, if any.
     fn log_start(&self, partition: PartitionId) -> Result<Option<i64>>;
 

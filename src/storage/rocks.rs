@@ -270,6 +270,32 @@ impl LogStore for RocksStore {
         self.write(wb, false)
     }
 
+    fn truncate_suffix(
+        &self,
+        partition: PartitionId,
+        end: i64,
+        producers: &[(i64, Option<Bytes>)],
+    ) -> Result<()> {
+        let mut wb = WriteBatch::default();
+        let from = batch_key(partition, end.max(0));
+        let to = (partition as u64 + 1).to_be_bytes()[4..].to_vec();
+        wb.delete_range_cf(self.cf(CF_LOG), &from[..], &to[..]);
+        wb.delete_range_cf(self.cf(CF_INDEX), &from[..], &to[..]);
+        for (epoch, start) in self.epochs(partition)? {
+            if start >= end {
+                wb.delete_cf(self.cf(CF_META), epoch_key(partition, epoch));
+            }
+        }
+        for (pid, state) in producers {
+            let key = producer_key(partition, *pid);
+            match state {
+                Some(s) => wb.put_cf(self.cf(CF_PRODUCERS), key, s),
+                None => wb.delete_cf(self.cf(CF_PRODUCERS), key),
+            }
+        }
+        self.write(wb, false)
+    }
+
     fn log_start(&self, partition: PartitionId) -> Result<Option<i64>> {
         let v = self
             .db

@@ -1,0 +1,358 @@
+//! A voter: the Raft node over `controller.quorum.voters` on the controller listener, and,
+//! while it is the Raft leader, the active controller: it answers brokers' requests with the
+//! decisions of [`super::metadata`], keeps broker sessions ([`super::sessions`]) and fences
+//! brokers whose session ended. Other voters answer brokers with the leader's id.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::{BasicNode, Raft, ServerState};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Mutex};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::metadata::{AlterIsr, Image, Record};
+use super::network::{self, BrokerHandler, Network};
+use super::raft::{open_db, LogStore, StateMachine, TypeConfig};
+use super::rpc::{BrokerReply, BrokerRequest};
+use super::sessions::{Heartbeat, Sessions};
+use crate::config::Config;
+
+/// Where the quorum keeps its log, under the first log dir (Kafka's name for the topic).
+pub const METADATA_DIR: &str = "__cluster_metadata";
+
+pub struct ControllerNode {
+    id: i32,
+    raft: Raft<TypeConfig>,
+    image: watch::Receiver<Arc<Image>>,
+    /// Decisions run one at a time against the image their predecessor left.
+    active: Mutex<Active>,
+    stop: watch::Sender<bool>,
+}
+
+struct Active {
+    sessions: Sessions,
+    /// The Raft term this node last took over in (sessions restart then).
+    term: Option<u64>,
+    /// Round-robin start for replica placement.
+    next_start: usize,
+}
+
+impl ControllerNode {
+    /// Opens the quorum's storage, joins the quorum on `listener` and starts serving.
+    /// Every voter offers the same initial membership when its log is empty, so the quorum
+    /// forms whichever voters start first.
+    pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Arc<Self>> {
+        let dir = config.log_dirs[0].join(METADATA_DIR);
+        let db = open_db(Path::new(&dir))
+            .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", dir.display()))?;
+        let sm = StateMachine::open(db.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let image = sm.subscribe();
+        let raft_config = openraft::Config {
+            cluster_name: "cairn".into(),
+            heartbeat_interval: 150,
+            election_timeout_min: 1000,
+            election_timeout_max: 2000,
+            ..Default::default()
+        };
+        let raft = Raft::new(
+            config.node_id as u64,
+            Arc::new(raft_config.validate()?),
+            Network,
+            LogStore::new(db),
+            sm,
+        )
+        .await?;
+        let (stop, stop_rx) = watch::channel(false);
+        let node = Arc::new(ControllerNode {
+            id: config.node_id,
+            raft: raft.clone(),
+            image,
+            active: Mutex::new(Active {
+                sessions: Sessions::new(Duration::from_millis(
+                    config.cluster.broker_session_timeout_ms,
+                )),
+                term: None,
+                next_start: config.node_id.unsigned_abs() as usize,
+            }),
+            stop,
+        });
+        let handler: BrokerHandler = {
+            let node = node.clone();
+            Arc::new(move |req| {
+                let node = node.clone();
+                Box::pin(async move { node.handle(req).await })
+            })
+        };
+        tokio::spawn(network::serve(
+            listener,
+            raft.clone(),
+            Some(handler),
+            stop_rx.clone(),
+        ));
+        if !raft.is_initialized().await? {
+            let members: BTreeMap<u64, BasicNode> = config
+                .cluster
+                .voters
+                .iter()
+                .map(|v| {
+                    (
+                        v.id as u64,
+                        BasicNode {
+                            addr: format!("{}:{}", v.host, v.port),
+                        },
+                    )
+                })
+                .collect();
+            if let Err(e) = raft.initialize(members).await {
+                tracing::debug!(error = %e, "quorum already initialised by another voter");
+            }
+        }
+        tokio::spawn(node.clone().run_sessions(stop_rx));
+        Ok(node)
+    }
+
+    /// The metadata image this voter has applied, now and after every change.
+    pub fn image(&self) -> watch::Receiver<Arc<Image>> {
+        self.image.clone()
+    }
+
+    /// The active controller's id, as far as this voter knows.
+    pub fn leader(&self) -> Option<i32> {
+        self.raft
+            .metrics()
+            .borrow()
+            .current_leader
+            .map(|l| l as i32)
+    }
+
+    pub fn is_active(&self) -> bool {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        m.state == ServerState::Leader && m.current_leader == Some(self.id as u64)
+    }
+
+    pub async fn shutdown(&self) {
+        self.stop.send_replace(true);
+        let _ = self.raft.shutdown().await;
+    }
+
+    /// Fences brokers whose session ended, while this voter is the active controller.
+    async fn run_sessions(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        loop {
+            let wait = {
+                let image = self.image.borrow().clone();
+                let active = self.active.lock().await;
+                active
+                    .sessions
+                    .next_deadline(&image)
+                    .map(|d| d.saturating_duration_since(Instant::now()))
+                    .unwrap_or(Duration::from_millis(500))
+                    .clamp(Duration::from_millis(50), Duration::from_millis(500))
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            if !self.is_active() {
+                continue;
+            }
+            let result = self
+                .decide(|image, active| Ok(((), active.sessions.expire(image, Instant::now()))))
+                .await;
+            if let Err(reply) = result {
+                tracing::debug!(?reply, "session expiry not committed");
+            }
+        }
+    }
+
+    /// Runs one decision on the active controller: `f` sees the current image and returns
+    /// its answer and the records to commit; they are committed before the answer is.
+    async fn decide<T>(
+        &self,
+        f: impl FnOnce(&Image, &mut Active) -> Result<(T, Vec<Record>), BrokerReply>,
+    ) -> Result<T, BrokerReply> {
+        let not_controller = || BrokerReply::NotController {
+            leader: self.leader(),
+        };
+        if !self.is_active() {
+            return Err(not_controller());
+        }
+        let mut active = self.active.lock().await;
+        let term = self.raft.metrics().borrow().current_term;
+        if active.term != Some(term) {
+            // A new term: apply everything committed before deciding anything, and give
+            // every broker a full session (their heartbeats went to the old controller).
+            self.raft
+                .ensure_linearizable()
+                .await
+                .map_err(|_| not_controller())?;
+            let image = self.image.borrow().clone();
+            active.sessions.took_over(&image, Instant::now());
+            if image.cluster_id.is_none() {
+                let id = Uuid::new_v4().simple().to_string()[..22].to_string();
+                self.raft
+                    .client_write(vec![Record::ClusterId { id }])
+                    .await
+                    .map_err(|_| not_controller())?;
+            }
+            active.term = Some(term);
+            tracing::info!(term, "this node is the active controller");
+        }
+        let image = self.image.borrow().clone();
+        let (answer, records) = f(&image, &mut active)?;
+        if !records.is_empty() {
+            if let Err(e) = self.raft.client_write(records).await {
+                tracing::info!(error = %e, "metadata write not committed");
+                return Err(not_controller());
+            }
+        }
+        Ok(answer)
+    }
+
+    async fn handle(&self, req: BrokerRequest) -> BrokerReply {
+        let err = BrokerReply::error;
+        let result = match req {
+            BrokerRequest::Register {
+                id,
+                incarnation,
+                endpoints,
+                rack,
+            } => self
+                .decide(|image, active| {
+                    let rs = image
+                        .register_broker(id, incarnation, endpoints, rack)
+                        .map_err(err)?;
+                    active.sessions.registered(id, Instant::now());
+                    Ok(((), rs))
+                })
+                .await
+                .map(|()| {
+                    let epoch = self.image.borrow().brokers.get(&id).map_or(-1, |b| b.epoch);
+                    BrokerReply::Registered { epoch }
+                }),
+            BrokerRequest::Heartbeat {
+                broker,
+                broker_epoch,
+                metadata_offset,
+                want_fence,
+                want_shut_down,
+            } => {
+                let hb = Heartbeat {
+                    broker,
+                    broker_epoch,
+                    metadata_offset,
+                    want_fence,
+                    want_shut_down,
+                };
+                self.decide(|image, active| {
+                    let (answer, rs) = active.sessions.heartbeat(image, &hb, Instant::now());
+                    if let Some(e) = answer.error {
+                        return Err(err(e));
+                    }
+                    Ok((
+                        BrokerReply::Heartbeat {
+                            is_caught_up: answer.is_caught_up,
+                            is_fenced: answer.is_fenced,
+                            should_shut_down: answer.should_shut_down,
+                        },
+                        rs,
+                    ))
+                })
+                .await
+            }
+            BrokerRequest::AlterPartition {
+                broker,
+                broker_epoch,
+                topic,
+                index,
+                leader_epoch,
+                partition_epoch,
+                isr,
+            } => {
+                let req = AlterIsr {
+                    broker,
+                    broker_epoch,
+                    topic,
+                    index,
+                    leader_epoch,
+                    partition_epoch,
+                    isr,
+                };
+                self.decide(|image, _| {
+                    Ok((BrokerReply::Done, image.alter_partition(&req).map_err(err)?))
+                })
+                .await
+            }
+            BrokerRequest::CreateTopic {
+                name,
+                partitions,
+                replication_factor,
+                configs,
+                validate_only,
+            } => {
+                let id = Uuid::new_v4();
+                self.decide(|image, active| {
+                    active.next_start = active.next_start.wrapping_add(1);
+                    let rs = image
+                        .create_topic(&name, id, partitions, replication_factor, configs, active.next_start)
+                        .map_err(|e| BrokerReply::Error {
+                            code: e.code(),
+                            message: Some(match e {
+                                kafka_protocol::ResponseError::InvalidReplicationFactor => format!(
+                                    "replication factor {replication_factor} is larger than the {} available brokers",
+                                    image.brokers.values().filter(|b| !b.fenced && !b.shutting_down).count()
+                                ),
+                                _ => e.to_string(),
+                            }),
+                        })?;
+                    Ok((
+                        BrokerReply::TopicCreated { id },
+                        if validate_only { Vec::new() } else { rs },
+                    ))
+                })
+                .await
+            }
+            BrokerRequest::DeleteTopic { name } => {
+                self.decide(|image, _| {
+                    Ok((BrokerReply::Done, image.delete_topic(&name).map_err(err)?))
+                })
+                .await
+            }
+            BrokerRequest::CreatePartitions {
+                name,
+                count,
+                validate_only,
+            } => {
+                self.decide(|image, active| {
+                    active.next_start = active.next_start.wrapping_add(1);
+                    let rs = image
+                        .add_partitions(&name, count, active.next_start)
+                        .map_err(err)?;
+                    Ok((
+                        BrokerReply::Done,
+                        if validate_only { Vec::new() } else { rs },
+                    ))
+                })
+                .await
+            }
+            BrokerRequest::ElectPreferred { topic, index } => {
+                self.decide(|image, _| {
+                    let id = *image
+                        .names
+                        .get(&topic)
+                        .ok_or(err(kafka_protocol::ResponseError::UnknownTopicOrPartition))?;
+                    Ok((
+                        BrokerReply::Done,
+                        image.elect_preferred(id, index).map_err(err)?,
+                    ))
+                })
+                .await
+            }
+        };
+        result.unwrap_or_else(|reply| reply)
+    }
+}

@@ -1,0 +1,222 @@
+//! A follower's fetcher: one per leader broker, one connection, Fetch v12 requests carrying
+//! this broker's replica id for every partition it follows from that leader. Each answer is
+//! applied per partition: truncate where the leader says the log diverges, else append the
+//! batches as they are and take the leader's HW (capped at the local LEO).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::ResponseError;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use super::FetchWork;
+use crate::broker::{shutdown_requested, Broker};
+use crate::handlers::topic_name;
+
+const FETCH_VERSION: i16 = 12;
+const MAX_WAIT_MS: i32 = 500;
+const PARTITION_MAX_BYTES: i32 = 1 << 20;
+const RESPONSE_MAX_BYTES: i32 = 16 << 20;
+
+pub(super) async fn run(broker: Arc<Broker>, leader: i32, mut work: watch::Receiver<FetchWork>) {
+    let mut shutdown = broker.shutdown_signal();
+    let mut conn: Option<(String, TcpStream)> = None;
+    let mut correlation = 0i32;
+    loop {
+        if broker.is_shutting_down() {
+            return;
+        }
+        let w = work.borrow_and_update().clone();
+        if w.partitions.is_empty() {
+            conn = None;
+            tokio::select! {
+                r = work.changed() => if r.is_err() { return },
+                _ = shutdown_requested(&mut shutdown) => return,
+            }
+            continue;
+        }
+        if conn.as_ref().is_none_or(|(addr, _)| *addr != w.addr) {
+            match TcpStream::connect(&w.addr).await {
+                Ok(s) => {
+                    let _ = s.set_nodelay(true);
+                    conn = Some((w.addr.clone(), s));
+                }
+                Err(e) => {
+                    tracing::debug!(leader, addr = %w.addr, error = %e, "cannot reach the leader");
+                    pause(&mut shutdown).await;
+                    continue;
+                }
+            }
+        }
+        let Some((_, stream)) = conn.as_mut() else {
+            continue;
+        };
+        correlation = correlation.wrapping_add(1);
+        let req = request(broker.node_id(), &w);
+        let answer = tokio::select! {
+            r = tokio::time::timeout(Duration::from_secs(30), call(stream, correlation, &req)) => r,
+            _ = shutdown_requested(&mut shutdown) => return,
+        };
+        let resp = match answer {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                tracing::debug!(leader, error = %e, "fetch from the leader failed");
+                conn = None;
+                pause(&mut shutdown).await;
+                continue;
+            }
+            Err(_) => {
+                conn = None;
+                continue;
+            }
+        };
+        if !apply(&w, resp).await {
+            // Errors only (a leader change under way): let metadata catch up.
+            pause(&mut shutdown).await;
+        }
+    }
+}
+
+async fn pause(shutdown: &mut watch::Receiver<bool>) {
+    tokio::select! {
+        _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        _ = shutdown_requested(shutdown) => {}
+    }
+}
+
+fn request(me: i32, w: &FetchWork) -> FetchRequest {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for f in &w.partitions {
+        let o = f.partition.log.offsets();
+        let part = FetchPartition::default()
+            .with_partition(f.partition.index)
+            .with_current_leader_epoch(f.leader_epoch)
+            .with_fetch_offset(o.log_end)
+            .with_last_fetched_epoch(f.partition.log.latest_epoch())
+            .with_log_start_offset(o.log_start)
+            .with_partition_max_bytes(PARTITION_MAX_BYTES);
+        match topics.iter_mut().find(|t| t.topic.0.as_str() == f.topic) {
+            Some(t) => t.partitions.push(part),
+            None => topics.push(
+                FetchTopic::default()
+                    .with_topic(topic_name(&f.topic))
+                    .with_partitions(vec![part]),
+            ),
+        }
+    }
+    FetchRequest::default()
+        .with_replica_id(BrokerId(me))
+        .with_max_wait_ms(MAX_WAIT_MS)
+        .with_min_bytes(1)
+        .with_max_bytes(RESPONSE_MAX_BYTES)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(topics)
+}
+
+async fn call(
+    s: &mut TcpStream,
+    correlation: i32,
+    req: &FetchRequest,
+) -> anyhow::Result<FetchResponse> {
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::Fetch as i16)
+        .with_request_api_version(FETCH_VERSION)
+        .with_correlation_id(correlation)
+        .with_client_id(Some(StrBytes::from_static_str("cairn-replica-fetcher")));
+    let hv = ApiKey::Fetch.request_header_version(FETCH_VERSION);
+    let mut body = BytesMut::new();
+    header.encode(&mut body, hv)?;
+    req.encode(&mut body, FETCH_VERSION)?;
+    let mut frame = BytesMut::with_capacity(body.len() + 4);
+    frame.put_i32(body.len() as i32);
+    frame.extend_from_slice(&body);
+    s.write_all(&frame).await?;
+    let len = s.read_i32().await?;
+    anyhow::ensure!(
+        (0..=RESPONSE_MAX_BYTES * 2).contains(&len),
+        "fetch answer of {len} bytes"
+    );
+    let mut buf = vec![0u8; len as usize];
+    s.read_exact(&mut buf).await?;
+    let mut buf = Bytes::from(buf);
+    let h = ResponseHeader::decode(
+        &mut buf,
+        ApiKey::Fetch.response_header_version(FETCH_VERSION),
+    )?;
+    anyhow::ensure!(h.correlation_id == correlation, "answer to another request");
+    let resp = FetchResponse::decode(&mut buf, FETCH_VERSION)?;
+    if buf.has_remaining() {
+        tracing::debug!(left = buf.remaining(), "bytes after the fetch answer");
+    }
+    Ok(resp)
+}
+
+/// Applies one answer; true when any partition made progress or had nothing new.
+async fn apply(w: &FetchWork, resp: FetchResponse) -> bool {
+    if resp.error_code != 0 {
+        return false;
+    }
+    let mut fine = false;
+    for t in resp.responses {
+        for pd in t.partitions {
+            let Some(f) = w
+                .partitions
+                .iter()
+                .find(|f| f.topic == t.topic.0.as_str() && f.partition.index == pd.partition_index)
+            else {
+                continue;
+            };
+            let log = &f.partition.log;
+            if pd.error_code != 0 {
+                if pd.error_code == ResponseError::OffsetOutOfRange.code() {
+                    let leo = log.offsets().log_end;
+                    let result = if pd.log_start_offset > leo {
+                        log.reset_to(pd.log_start_offset).await
+                    } else {
+                        log.truncate_to(pd.high_watermark.max(0)).await
+                    };
+                    if let Err(e) = result {
+                        tracing::error!(partition = pd.partition_index, error = %e, "cannot realign with the leader");
+                    }
+                } else {
+                    tracing::debug!(topic = %f.topic, partition = pd.partition_index, code = pd.error_code, "fetch error from the leader");
+                }
+                continue;
+            }
+            fine = true;
+            if pd.diverging_epoch.epoch >= 0 {
+                let div = &pd.diverging_epoch;
+                let (epoch, end) = log.end_offset_for_epoch(div.epoch);
+                // Our end of the leader's diverging epoch (or of the latest epoch before it),
+                // never past the leader's end; with no epoch that old, nothing of ours is
+                // known to the leader. Truncating too far only costs a re-fetch.
+                let target = if epoch >= 0 {
+                    end.min(div.end_offset)
+                } else {
+                    log.offsets().log_start
+                };
+                if let Err(e) = log.truncate_to(target).await {
+                    tracing::error!(partition = pd.partition_index, error = %e, "truncation failed");
+                }
+                continue;
+            }
+            if let Some(records) = pd.records.as_ref().filter(|r| !r.is_empty()) {
+                if let Err(e) = log.append_replica(records).await {
+                    tracing::error!(topic = %f.topic, partition = pd.partition_index, error = %e, "appending fetched batches failed");
+                    continue;
+                }
+            }
+            log.advance_hw(pd.high_watermark);
+        }
+    }
+    fine
+}

@@ -1,0 +1,681 @@
+//! The broker's side of a replicated cluster (combined mode: every node is a voter and a
+//! broker). Three loops per broker:
+//!
+//! - **membership**: BrokerRegistration, then a BrokerHeartbeat every
+//!   `broker.heartbeat.interval.ms` reporting the metadata offset applied; re-registers when
+//!   the controller no longer knows this incarnation; controlled shutdown at exit.
+//! - **metadata**: follows the image the local voter applies, in log order: creates and removes
+//!   local partition logs, and gives each partition its role (leader or follower, with the
+//!   leader epoch) and the fetchers their work.
+//! - **replication**: one fetcher per leader broker pulls batches with ordinary Fetch requests
+//!   carrying this broker's replica id, truncating first where its log diverges from the
+//!   leader's (the diverging epoch in Fetch, KIP-595's rule); the leader tracks each
+//!   follower's LEO, moves the HW to the minimum LEO over the ISR, and asks the controller to
+//!   shrink the ISR after `replica.lag.time.max.ms` or expand it when a follower catches up.
+
+mod fetcher;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafka_protocol::ResponseError;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::broker::{shutdown_requested, Broker};
+use crate::controller::metadata::{Endpoint, Image, PartitionState, NO_LEADER};
+use crate::controller::rpc::{BrokerReply, BrokerRequest, ControllerClient};
+use crate::controller::service::ControllerNode;
+use crate::error::{Error, Result};
+use crate::topics::Partition;
+
+/// How long a request to the controller may take before the caller gives up.
+const CONTROLLER_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A partition's place in the cluster as this broker last applied it from the image.
+#[derive(Debug, Clone)]
+pub struct Assignment {
+    pub topic_id: Uuid,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    /// Replicas on brokers that are fenced or gone.
+    pub offline: Vec<i32>,
+    /// On the leader: what each follower last told us by fetching.
+    followers: HashMap<i32, Progress>,
+    /// An AlterPartition for this partition is with the controller.
+    alter_in_flight: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Progress {
+    leo: i64,
+    last_caught_up: Instant,
+    last_fetch: Instant,
+    leader_leo_at_last_fetch: i64,
+}
+
+/// A partition's replication state: `None` on a single node, where it leads alone.
+#[derive(Default)]
+pub struct Replica(Mutex<Option<Assignment>>);
+
+impl Replica {
+    pub fn get(&self) -> Option<Assignment> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Assignment>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What a fetcher for one leader works on.
+#[derive(Clone, Default, PartialEq)]
+struct FetchWork {
+    addr: String,
+    partitions: Vec<Followed>,
+}
+
+#[derive(Clone)]
+struct Followed {
+    topic: String,
+    partition: Arc<Partition>,
+    leader_epoch: i32,
+}
+
+impl PartialEq for Followed {
+    fn eq(&self, o: &Self) -> bool {
+        self.topic == o.topic
+            && self.partition.index == o.partition.index
+            && Arc::ptr_eq(&self.partition, &o.partition)
+            && self.leader_epoch == o.leader_epoch
+    }
+}
+
+pub struct Cluster {
+    pub controller: Arc<ControllerNode>,
+    client: ControllerClient,
+    image: watch::Receiver<Arc<Image>>,
+    /// This broker's epoch (the offset of its registration), -1 until registered.
+    epoch: AtomicI64,
+    incarnation: Uuid,
+    /// The metadata offset this broker has applied (reported in heartbeats).
+    applied: AtomicI64,
+    fetchers: Mutex<HashMap<i32, watch::Sender<FetchWork>>>,
+    /// Set once controlled shutdown is done (or given up).
+    shut_down: watch::Sender<bool>,
+    want_shut_down: watch::Sender<bool>,
+}
+
+impl Cluster {
+    /// Starts membership, metadata and ISR loops for `broker` over the local voter.
+    pub fn start(broker: &Arc<Broker>, controller: Arc<ControllerNode>) -> Arc<Cluster> {
+        let cluster = Arc::new(Cluster {
+            image: controller.image(),
+            controller,
+            client: ControllerClient::new(broker.config.cluster.voters.clone()),
+            epoch: AtomicI64::new(-1),
+            incarnation: Uuid::new_v4(),
+            applied: AtomicI64::new(-1),
+            fetchers: Mutex::new(HashMap::new()),
+            shut_down: watch::channel(false).0,
+            want_shut_down: watch::channel(false).0,
+        });
+        tokio::spawn(cluster.clone().membership(broker.clone()));
+        tokio::spawn(cluster.clone().follow_metadata(broker.clone()));
+        tokio::spawn(cluster.clone().check_isr(broker.clone()));
+        cluster
+    }
+
+    pub fn image(&self) -> Arc<Image> {
+        self.image.borrow().clone()
+    }
+
+    pub fn broker_epoch(&self) -> i64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// Kafka's controlled shutdown: heartbeats asking to shut down until the controller has
+    /// moved every leadership away (bounded by `timeout`).
+    pub async fn controlled_shutdown(&self, timeout: Duration) {
+        self.want_shut_down.send_replace(true);
+        let mut done = self.shut_down.subscribe();
+        let _ = tokio::time::timeout(timeout, done.wait_for(|d| *d)).await;
+    }
+
+    // ---- membership ---------------------------------------------------------------------
+
+    async fn membership(self: Arc<Self>, broker: Arc<Broker>) {
+        let cfg = &broker.config;
+        let interval = Duration::from_millis(cfg.cluster.broker_heartbeat_interval_ms);
+        let endpoints: Vec<Endpoint> = cfg
+            .advertised_listeners
+            .iter()
+            .map(|l| Endpoint {
+                listener: l.name.clone(),
+                host: l.host.clone(),
+                port: l.port,
+            })
+            .collect();
+        let mut want_shut_down = self.want_shut_down.subscribe();
+        loop {
+            if self.broker_epoch() < 0 {
+                let req = BrokerRequest::Register {
+                    id: broker.node_id(),
+                    incarnation: self.incarnation,
+                    endpoints: endpoints.clone(),
+                    rack: None,
+                };
+                match self.client.call(req, CONTROLLER_TIMEOUT).await {
+                    Some(BrokerReply::Registered { epoch }) => {
+                        tracing::info!(epoch, "registered with the controller");
+                        self.epoch.store(epoch, Ordering::Release);
+                        continue;
+                    }
+                    other => {
+                        tracing::warn!(answer = ?other, "registration not accepted yet; retrying");
+                        tokio::time::sleep(interval.min(Duration::from_secs(1))).await;
+                        continue;
+                    }
+                }
+            }
+            let shutting_down = *want_shut_down.borrow();
+            let req = BrokerRequest::Heartbeat {
+                broker: broker.node_id(),
+                broker_epoch: self.broker_epoch(),
+                metadata_offset: self.applied.load(Ordering::Acquire),
+                want_fence: false,
+                want_shut_down: shutting_down,
+            };
+            match self.client.call(req, CONTROLLER_TIMEOUT).await {
+                Some(BrokerReply::Heartbeat {
+                    should_shut_down, ..
+                }) => {
+                    if should_shut_down {
+                        tracing::info!("controlled shutdown done: this broker leads nothing");
+                        self.shut_down.send_replace(true);
+                        return;
+                    }
+                }
+                Some(BrokerReply::Error { code, .. })
+                    if code == ResponseError::StaleBrokerEpoch.code()
+                        || code == ResponseError::BrokerIdNotRegistered.code() =>
+                {
+                    tracing::warn!(
+                        "the controller no longer knows this broker's epoch; registering again"
+                    );
+                    self.epoch.store(-1, Ordering::Release);
+                    continue;
+                }
+                other => tracing::debug!(answer = ?other, "heartbeat not answered"),
+            }
+            let wait = if shutting_down {
+                Duration::from_millis(200)
+            } else {
+                interval
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = want_shut_down.wait_for(|w| *w), if !shutting_down => {}
+            }
+        }
+    }
+
+    // ---- metadata -----------------------------------------------------------------------
+
+    async fn follow_metadata(self: Arc<Self>, broker: Arc<Broker>) {
+        let mut rx = self.image.clone();
+        let mut shutdown = broker.shutdown_signal();
+        loop {
+            let image = rx.borrow_and_update().clone();
+            if let Err(e) = self.apply_image(&broker, &image).await {
+                tracing::error!(error = %e, "applying cluster metadata failed; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+            self.applied.store(image.offset, Ordering::Release);
+            tokio::select! {
+                r = rx.changed() => if r.is_err() { return },
+                _ = shutdown_requested(&mut shutdown) => return,
+            }
+        }
+    }
+
+    async fn apply_image(&self, broker: &Arc<Broker>, image: &Image) -> Result<()> {
+        let me = broker.node_id();
+        let mut work: BTreeMap<i32, FetchWork> = BTreeMap::new();
+        for t in image.topics.values() {
+            if t.partitions.is_empty() {
+                continue;
+            }
+            let topic = broker
+                .catalog
+                .adopt(&t.name, t.id, t.partitions.len(), &t.configs)
+                .await?;
+            for (i, ps) in t.partitions.iter().enumerate() {
+                let p = &topic.partitions[i];
+                self.apply_partition(me, image, t.id, ps, p);
+                if ps.leader != me && ps.leader != NO_LEADER && ps.replicas.contains(&me) {
+                    let Some(addr) = endpoint(image, ps.leader, &broker.config) else {
+                        continue;
+                    };
+                    let w = work.entry(ps.leader).or_default();
+                    w.addr = addr;
+                    w.partitions.push(Followed {
+                        topic: t.name.clone(),
+                        partition: p.clone(),
+                        leader_epoch: ps.leader_epoch,
+                    });
+                }
+            }
+        }
+        for local in broker.catalog.all() {
+            if image.names.get(&local.name) != Some(&local.id) {
+                broker.catalog.forget(&local.name).await?;
+            }
+        }
+        let mut fetchers = self.fetchers.lock().unwrap_or_else(|e| e.into_inner());
+        for (leader, tx) in fetchers.iter() {
+            if !work.contains_key(leader) {
+                tx.send_if_modified(|w| {
+                    let changed = !w.partitions.is_empty();
+                    w.partitions.clear();
+                    changed
+                });
+            }
+        }
+        for (leader, w) in work {
+            match fetchers.get(&leader) {
+                Some(tx) => {
+                    tx.send_if_modified(|cur| {
+                        let changed = *cur != w;
+                        *cur = w;
+                        changed
+                    });
+                }
+                None => {
+                    let (tx, rx) = watch::channel(w);
+                    fetchers.insert(leader, tx);
+                    tokio::spawn(fetcher::run(broker.clone(), leader, rx));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_partition(
+        &self,
+        me: i32,
+        image: &Image,
+        topic_id: Uuid,
+        ps: &PartitionState,
+        p: &Partition,
+    ) {
+        let offline: Vec<i32> = ps
+            .replicas
+            .iter()
+            .copied()
+            .filter(|r| image.brokers.get(r).is_none_or(|b| b.fenced))
+            .collect();
+        {
+            let mut a = p.replica.lock();
+            if let Some(cur) = a.as_mut() {
+                if cur.leader_epoch == ps.leader_epoch && cur.partition_epoch == ps.partition_epoch
+                {
+                    cur.offline = offline;
+                    return;
+                }
+            }
+            let keep = a
+                .as_ref()
+                .filter(|c| c.leader == me && ps.leader == me && c.leader_epoch == ps.leader_epoch)
+                .map(|c| c.followers.clone());
+            let now = Instant::now();
+            let followers = keep.unwrap_or_else(|| {
+                // A new leader gives every ISR follower a full lag time to show up (Kafka's rule).
+                ps.isr
+                    .iter()
+                    .filter(|r| **r != me)
+                    .map(|r| {
+                        (
+                            *r,
+                            Progress {
+                                leo: -1,
+                                last_caught_up: now,
+                                last_fetch: now,
+                                leader_leo_at_last_fetch: -1,
+                            },
+                        )
+                    })
+                    .collect()
+            });
+            *a = Some(Assignment {
+                topic_id,
+                leader: ps.leader,
+                leader_epoch: ps.leader_epoch,
+                partition_epoch: ps.partition_epoch,
+                replicas: ps.replicas.clone(),
+                isr: ps.isr.clone(),
+                offline,
+                followers,
+                alter_in_flight: false,
+            });
+        }
+        if ps.leader == me {
+            p.log.set_role(ps.leader_epoch, true, ps.isr == [me]);
+            recompute_hw(me, p);
+        } else {
+            p.log.set_role(ps.leader_epoch, false, false);
+        }
+        // Wake anyone waiting on this partition (acks=all waiters re-check the leadership).
+        p.log.hw_moved.notify_waiters();
+        p.log.appended.notify_waiters();
+    }
+
+    // ---- the leader's side of replication -----------------------------------------------
+
+    /// A follower fetched from `fetch_offset`: its LEO. Updates its progress, the HW, and asks
+    /// the controller to add it to the ISR once it has caught up.
+    pub fn follower_fetched(
+        self: &Arc<Self>,
+        broker: &Arc<Broker>,
+        p: &Arc<Partition>,
+        follower: i32,
+        fetch_offset: i64,
+    ) -> Result<()> {
+        let me = broker.node_id();
+        let leo = p.log.offsets().log_end;
+        let expand = {
+            let mut guard = p.replica.lock();
+            let a = guard.as_mut().ok_or(Error::NotLeaderOrFollower)?;
+            if a.leader != me {
+                return Err(Error::NotLeaderOrFollower);
+            }
+            if !a.replicas.contains(&follower) {
+                return Err(Error::NotLeaderOrFollower);
+            }
+            let now = Instant::now();
+            let prev = a.followers.get(&follower).copied();
+            let mut pr = prev.unwrap_or(Progress {
+                leo: -1,
+                last_caught_up: now - Duration::from_secs(3600),
+                last_fetch: now,
+                leader_leo_at_last_fetch: -1,
+            });
+            pr.leo = fetch_offset;
+            if fetch_offset >= leo {
+                pr.last_caught_up = now;
+            } else if prev.is_some() && fetch_offset >= pr.leader_leo_at_last_fetch {
+                pr.last_caught_up = pr.last_fetch;
+            }
+            pr.last_fetch = now;
+            pr.leader_leo_at_last_fetch = leo;
+            a.followers.insert(follower, pr);
+            let hw = p.log.offsets().high_watermark;
+            let epoch_start = p.log.epoch_start(a.leader_epoch);
+            let caught_up = fetch_offset >= hw && fetch_offset >= epoch_start;
+            // A fenced follower is not eligible yet: wait for the controller to unfence it.
+            if !a.isr.contains(&follower)
+                && !a.offline.contains(&follower)
+                && caught_up
+                && !a.alter_in_flight
+            {
+                a.alter_in_flight = true;
+                let mut isr = a.isr.clone();
+                isr.push(follower);
+                Some((a.clone(), isr))
+            } else {
+                None
+            }
+        };
+        recompute_hw(me, p);
+        if let Some((a, isr)) = expand {
+            tracing::info!(
+                partition = p.index,
+                follower,
+                ?isr,
+                "follower caught up: expanding the ISR"
+            );
+            tokio::spawn(self.clone().alter_isr(broker.clone(), p.clone(), a, isr));
+        }
+        Ok(())
+    }
+
+    async fn alter_isr(
+        self: Arc<Self>,
+        broker: Arc<Broker>,
+        p: Arc<Partition>,
+        a: Assignment,
+        isr: Vec<i32>,
+    ) {
+        let req = BrokerRequest::AlterPartition {
+            broker: broker.node_id(),
+            broker_epoch: self.broker_epoch(),
+            topic: a.topic_id,
+            index: p.index,
+            leader_epoch: a.leader_epoch,
+            partition_epoch: a.partition_epoch,
+            isr,
+        };
+        let answer = self.client.call(req, CONTROLLER_TIMEOUT).await;
+        if !matches!(answer, Some(BrokerReply::Done)) {
+            tracing::info!(partition = p.index, ?answer, "ISR change not accepted");
+        }
+        if let Some(cur) = p.replica.lock().as_mut() {
+            cur.alter_in_flight = false;
+        }
+    }
+
+    /// Every half lag time: ISR followers that have not caught up within
+    /// `replica.lag.time.max.ms` are dropped from the ISR, through the controller.
+    async fn check_isr(self: Arc<Self>, broker: Arc<Broker>) {
+        let lag = Duration::from_millis(broker.config.cluster.replica_lag_time_max_ms);
+        let mut shutdown = broker.shutdown_signal();
+        let me = broker.node_id();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(lag / 2) => {}
+                _ = shutdown_requested(&mut shutdown) => return,
+            }
+            let now = Instant::now();
+            for t in broker.catalog.all() {
+                for p in &t.partitions {
+                    let shrink = {
+                        let mut guard = p.replica.lock();
+                        let Some(a) = guard.as_mut() else { continue };
+                        if a.leader != me || a.alter_in_flight {
+                            continue;
+                        }
+                        let out: Vec<i32> = a
+                            .isr
+                            .iter()
+                            .copied()
+                            .filter(|r| *r != me)
+                            .filter(|r| {
+                                a.followers
+                                    .get(r)
+                                    .is_none_or(|f| now.duration_since(f.last_caught_up) > lag)
+                            })
+                            .collect();
+                        if out.is_empty() {
+                            None
+                        } else {
+                            a.alter_in_flight = true;
+                            let isr: Vec<i32> =
+                                a.isr.iter().copied().filter(|r| !out.contains(r)).collect();
+                            tracing::info!(topic = %t.name, partition = p.index, lagging = ?out, ?isr, "shrinking the ISR");
+                            Some((a.clone(), isr))
+                        }
+                    };
+                    if let Some((a, isr)) = shrink {
+                        tokio::spawn(self.clone().alter_isr(broker.clone(), p.clone(), a, isr));
+                    }
+                }
+            }
+        }
+    }
+
+    // ---- requests clients send to any broker --------------------------------------------
+
+    async fn ask(&self, req: BrokerRequest) -> Result<BrokerReply> {
+        match self.client.call(req, CONTROLLER_TIMEOUT).await {
+            None => Err(Error::ControllerUnavailable),
+            Some(BrokerReply::Error { code, message }) => {
+                let error =
+                    ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError);
+                Err(Error::Controller {
+                    error,
+                    message: message.unwrap_or_else(|| error.to_string()),
+                })
+            }
+            Some(r) => Ok(r),
+        }
+    }
+
+    /// Waits (bounded) until this broker's catalog shows `name` as `present` says, so a
+    /// client's next request to this broker sees the change it just made.
+    async fn await_local(&self, broker: &Broker, name: &str, present: bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while broker.catalog.get(name).is_some() != present && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    pub async fn create_topic(
+        &self,
+        broker: &Broker,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<()> {
+        self.ask(BrokerRequest::CreateTopic {
+            name: name.to_string(),
+            partitions,
+            replication_factor,
+            configs,
+            validate_only,
+        })
+        .await?;
+        if !validate_only {
+            self.await_local(broker, name, true).await;
+        }
+        Ok(())
+    }
+
+    pub async fn delete_topic(&self, broker: &Broker, name: &str) -> Result<()> {
+        self.ask(BrokerRequest::DeleteTopic {
+            name: name.to_string(),
+        })
+        .await?;
+        self.await_local(broker, name, false).await;
+        Ok(())
+    }
+
+    pub async fn create_partitions(
+        &self,
+        broker: &Broker,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<()> {
+        self.ask(BrokerRequest::CreatePartitions {
+            name: name.to_string(),
+            count,
+            validate_only,
+        })
+        .await?;
+        if !validate_only {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while broker
+                .catalog
+                .get(name)
+                .is_some_and(|t| (t.partitions.len() as i32) < count)
+                && Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        Ok(())
+    }
+
+    pub async fn elect_preferred(&self, topic: &str, index: i32) -> Result<()> {
+        self.ask(BrokerRequest::ElectPreferred {
+            topic: topic.to_string(),
+            index,
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Live brokers (unfenced), by id, with their endpoint on `listener`.
+    pub fn live_brokers(&self, listener: &str) -> Vec<(i32, String, u16)> {
+        let image = self.image();
+        image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .filter_map(|b| {
+                let e = b
+                    .endpoints
+                    .iter()
+                    .find(|e| e.listener == listener)
+                    .or(b.endpoints.first())?;
+                Some((b.id, e.host.clone(), e.port))
+            })
+            .collect()
+    }
+}
+
+/// The leader's HW: the minimum LEO over the ISR (this broker's own LEO included); a
+/// follower that has not fetched in this epoch holds it where it is.
+pub fn recompute_hw(me: i32, p: &Partition) {
+    let leo = p.log.offsets().log_end;
+    let min = {
+        let guard = p.replica.lock();
+        let Some(a) = guard.as_ref() else { return };
+        if a.leader != me {
+            return;
+        }
+        a.isr
+            .iter()
+            .map(|r| {
+                if *r == me {
+                    leo
+                } else {
+                    a.followers.get(r).map_or(-1, |f| f.leo)
+                }
+            })
+            .min()
+            .unwrap_or(leo)
+    };
+    if min >= 0 {
+        p.log.advance_hw(min);
+    }
+}
+
+/// Where to reach broker `id` for replication: its endpoint on the inter-broker listener.
+fn endpoint(image: &Image, id: i32, config: &crate::config::Config) -> Option<String> {
+    let b = image.brokers.get(&id)?;
+    let name = config.inter_broker_listener();
+    let e = b
+        .endpoints
+        .iter()
+        .find(|e| e.listener == name)
+        .or(b.endpoints.first())?;
+    Some(format!("{}:{}", e.host, e.port))
+}
+
+/// Checks that this broker leads `p` (in cluster mode; a single node leads everything).
+pub fn check_leader(me: i32, p: &Partition) -> Result<()> {
+    match p.replica.get() {
+        Some(a) if a.leader != me => Err(Error::NotLeaderOrFollower),
+        _ => Ok(()),
+    }
+}
