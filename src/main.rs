@@ -32,6 +32,9 @@ fn main() -> ExitCode {
     if argv.get(1).map(String::as_str) == Some("healthcheck") {
         return healthcheck(argv.get(2).map(String::as_str));
     }
+    if argv.get(1).map(String::as_str) == Some("dump-log") {
+        return dump_log(&argv[2..]);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_env("CAIRN_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
@@ -146,6 +149,61 @@ async fn wait_for_signal() -> anyhow::Result<()> {
         _ = int.recv() => {}
     }
     Ok(())
+}
+
+/// `cairn dump-log LOG_DIR [TOPIC]`: every batch of every partition kept in a (stopped)
+/// broker's log dir, one line each: `topic partition base_offset last_offset leader_epoch
+/// crc`, like kafka-dump-log.sh; the fault harness compares replicas with it.
+fn dump_log(args: &[String]) -> ExitCode {
+    let Some(dir) = args.first() else {
+        eprintln!("usage: cairn dump-log LOG_DIR [TOPIC]");
+        return ExitCode::from(2);
+    };
+    let only = args.get(1);
+    let run = || -> anyhow::Result<()> {
+        let config = Config::load(None, Vec::new(), &[format!("log.dirs={dir}")])?;
+        let broker = Broker::open(config)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let mut out = std::io::stdout().lock();
+        for t in broker.catalog.all() {
+            if only.is_some_and(|o| *o != t.name) {
+                continue;
+            }
+            for p in &t.partitions {
+                let mut at = p.log.offsets().log_start;
+                loop {
+                    let r = runtime.block_on(p.log.read(at, 1 << 20, true, false))?;
+                    if r.records.is_empty() {
+                        break;
+                    }
+                    for h in cairn::log::batch::headers(&r.records) {
+                        use std::io::Write;
+                        writeln!(
+                            out,
+                            "{} {} {} {} {} {:08x}",
+                            t.name,
+                            p.index,
+                            h.base_offset,
+                            h.last_offset(),
+                            h.partition_leader_epoch,
+                            h.crc
+                        )?;
+                        at = h.last_offset() + 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    };
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cairn dump-log: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `cairn healthcheck [host:port]`: exits 0 when the broker's `/ready` answers 200 (default

@@ -59,7 +59,7 @@ mod quorum_tests {
         let raft = Raft::new(
             id,
             Arc::new(config.validate().unwrap()),
-            Network,
+            Network::default(),
             LogStore::new(db),
             sm,
         )

@@ -2,6 +2,7 @@
 //! JSON body per message, one request and its answer at a time per connection, the
 //! connection kept for the next call and re-dialled after any failure.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,8 +69,13 @@ pub(crate) async fn read_frame<T: for<'de> Deserialize<'de>>(
     serde_json::from_slice(&body).map_err(std::io::Error::other)
 }
 
-/// Dials voters by the address in their membership entry.
-pub struct Network;
+/// Dials voters by the address this node's `controller.quorum.voters` gives them (each node
+/// may reach a voter its own way, as in Kafka's static quorum), else by the address in their
+/// membership entry.
+#[derive(Default, Clone)]
+pub struct Network {
+    pub addrs: BTreeMap<NodeId, String>,
+}
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Peer;
@@ -77,7 +83,11 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Peer {
         Peer {
             target,
-            addr: node.addr.clone(),
+            addr: self
+                .addrs
+                .get(&target)
+                .cloned()
+                .unwrap_or_else(|| node.addr.clone()),
             conn: None,
         }
     }
@@ -122,9 +132,20 @@ impl Peer {
         result
     }
 
+    /// A peer that is down or whose connection broke is Unreachable, which openraft retries
+    /// with a backoff; other failures (a timeout, a bad frame) are network errors.
     fn rpc_error<E: std::error::Error>(&self, e: CallError) -> RPCError<NodeId, BasicNode, E> {
+        use std::io::ErrorKind::*;
         match e {
             CallError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
+            CallError::Network(e)
+                if matches!(
+                    e.kind(),
+                    UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe
+                ) =>
+            {
+                RPCError::Unreachable(Unreachable::new(&e))
+            }
             CallError::Network(e) => RPCError::Network(NetworkError::new(&e)),
         }
     }

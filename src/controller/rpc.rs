@@ -93,6 +93,9 @@ impl BrokerReply {
     }
 }
 
+/// How long one voter gets to answer before the next is tried.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(1500);
+
 /// The broker's way to the active controller.
 pub struct ControllerClient {
     voters: Vec<Voter>,
@@ -122,11 +125,9 @@ impl ControllerClient {
             .map_err(|_| std::io::Error::other(format!("connecting to {addr} timed out")))??;
         let _ = s.set_nodelay(true);
         write_frame(&mut s, &Rpc::Broker(req.clone())).await?;
-        match tokio::time::timeout(Duration::from_secs(10), read_frame(&mut s)).await {
-            Ok(Ok(Reply::Broker(r))) => Ok(r),
-            Ok(Ok(_)) => Err(std::io::Error::other("answer does not match the request")),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(std::io::Error::other(format!("no answer from {addr}"))),
+        match read_frame(&mut s).await? {
+            Reply::Broker(r) => Ok(r),
+            _ => Err(std::io::Error::other("answer does not match the request")),
         }
     }
 
@@ -146,9 +147,20 @@ impl ControllerClient {
                     self.voters[next % self.voters.len()].clone()
                 }
             };
-            let answer = tokio::time::timeout_at(deadline, Self::call_one(&voter, &req)).await;
+            // A voter that is stopped (SIGSTOP, a hung host) still accepts connections, so
+            // each attempt is bounded well under a broker session; then the next voter.
+            let attempt = deadline.min(Instant::now() + ATTEMPT_TIMEOUT);
+            let answer = tokio::time::timeout_at(attempt, Self::call_one(&voter, &req)).await;
             match answer {
-                Err(_) => return None,
+                Err(_) => {
+                    tracing::debug!(voter = voter.id, "controller call timed out");
+                    self.set_leader(None);
+                    next = self
+                        .voters
+                        .iter()
+                        .position(|v| v.id == voter.id)
+                        .unwrap_or(next);
+                }
                 Ok(Ok(BrokerReply::NotController { leader })) => {
                     let hint = leader.filter(|l| *l != voter.id);
                     self.set_leader(hint);
@@ -163,6 +175,11 @@ impl ControllerClient {
                 Ok(Err(e)) => {
                     tracing::debug!(voter = voter.id, error = %e, "controller call failed");
                     self.set_leader(None);
+                    next = self
+                        .voters
+                        .iter()
+                        .position(|v| v.id == voter.id)
+                        .unwrap_or(next);
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }

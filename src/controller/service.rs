@@ -58,10 +58,18 @@ impl ControllerNode {
             election_timeout_max: 2000,
             ..Default::default()
         };
+        let network = Network {
+            addrs: config
+                .cluster
+                .voters
+                .iter()
+                .map(|v| (v.id as u64, format!("{}:{}", v.host, v.port)))
+                .collect(),
+        };
         let raft = Raft::new(
             config.node_id as u64,
             Arc::new(raft_config.validate()?),
-            Network,
+            network,
             LogStore::new(db),
             sm,
         )
@@ -93,24 +101,38 @@ impl ControllerNode {
             Some(handler),
             stop_rx.clone(),
         ));
-        if !raft.is_initialized().await? {
-            let members: BTreeMap<u64, BasicNode> = config
-                .cluster
-                .voters
-                .iter()
-                .map(|v| {
-                    (
-                        v.id as u64,
-                        BasicNode {
-                            addr: format!("{}:{}", v.host, v.port),
-                        },
-                    )
-                })
-                .collect();
-            if let Err(e) = raft.initialize(members).await {
-                tracing::debug!(error = %e, "quorum already initialised by another voter");
+        // Voters offer the membership one after another (by their place in the list), so
+        // usually the first forms the quorum and the others join it instead of racing it.
+        let rank = config
+            .cluster
+            .voters
+            .iter()
+            .position(|v| v.id == config.node_id)
+            .unwrap_or(0);
+        let members: BTreeMap<u64, BasicNode> = config
+            .cluster
+            .voters
+            .iter()
+            .map(|v| {
+                (
+                    v.id as u64,
+                    BasicNode {
+                        addr: format!("{}:{}", v.host, v.port),
+                    },
+                )
+            })
+            .collect();
+        tokio::spawn({
+            let raft = raft.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(1500) * rank as u32).await;
+                if matches!(raft.is_initialized().await, Ok(false)) {
+                    if let Err(e) = raft.initialize(members).await {
+                        tracing::debug!(error = %e, "quorum already initialised by another voter");
+                    }
+                }
             }
-        }
+        });
         tokio::spawn(node.clone().run_sessions(stop_rx));
         Ok(node)
     }

@@ -117,7 +117,10 @@ pub async fn handle(
             gather(&wanted, max_bytes, committed_only, read_committed).await;
         let expired = tokio::time::Instant::now() >= deadline;
         if bytes >= min_bytes || errors || expired || broker.is_shutting_down() {
-            count(&wanted, &partitions);
+            // Kafka counts follower fetches apart (ReplicationBytesOut); these are clients'.
+            if committed_only {
+                count(&wanted, &partitions);
+            }
             return respond(&req, ctx.version, partitions);
         }
         // select_all panics on an empty set, and select! builds a disabled branch's future

@@ -37,6 +37,8 @@ pub struct BatchHeader {
     pub producer_epoch: i16,
     pub base_sequence: i32,
     pub record_count: i32,
+    /// The stored CRC-32C (not checked by `parse`).
+    pub crc: u32,
 }
 
 impl BatchHeader {
@@ -80,6 +82,7 @@ impl BatchHeader {
             producer_epoch: i16::from_be_bytes([buf[51], buf[52]]),
             base_sequence: be_i32(buf, 53),
             record_count: be_i32(buf, 57),
+            crc: be_i32(buf, 17) as u32,
         })
     }
 

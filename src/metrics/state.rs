@@ -60,6 +60,13 @@ pub fn families(broker: &Broker, partition_series: bool) -> Vec<MetricFamily> {
         }
     }
     let global_partitions: usize = topics.iter().map(|t| t.partitions.len()).sum();
+    // Controller-wide figures come from the active controller only (as in Kafka), so sums
+    // over the cluster count each once; a single node is its own controller.
+    let active = broker.cluster().is_none_or(|c| c.controller.is_active());
+    let only_active = |v: i64| if active { v } else { 0 };
+    let brokers = broker
+        .live_brokers(&broker.config.advertised_listeners[0].name)
+        .len() as i64;
     for (name, help, value) in [
         (
             "kafka_server_replicamanager_partitioncount",
@@ -86,28 +93,27 @@ pub fn families(broker: &Broker, partition_series: bool) -> Vec<MetricFamily> {
             "Led partitions whose ISR is exactly min.insync.replicas",
             at_min_isr,
         ),
-        // One node is its own controller; the quorum will report the elected one.
         (
             "kafka_controller_kafkacontroller_activecontrollercount",
             "1 on the active controller, else 0",
-            1,
+            only_active(1),
         ),
         (
             "kafka_controller_kafkacontroller_offlinepartitionscount",
             "Partitions without a live leader (active controller only)",
-            offline,
+            only_active(offline),
         ),
         (
             "kafka_controller_kafkacontroller_globaltopiccount",
             "Topics in the cluster (active controller only)",
-            topics.len() as i64,
+            only_active(topics.len() as i64),
         ),
         (
             "kafka_controller_kafkacontroller_globalpartitioncount",
             "Partitions in the cluster (active controller only)",
-            global_partitions as i64,
+            only_active(global_partitions as i64),
         ),
-        ("kafka_brokers", "Brokers in the cluster", 1),
+        ("kafka_brokers", "Live brokers in the cluster", brokers),
     ] {
         gauge(&mut out, name, help, value);
     }
