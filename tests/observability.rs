@@ -940,15 +940,109 @@ fn compose_file_follows_the_compose_spec() {
 
 // ---- the compose topology as processes, with a real Prometheus ---------------------------------
 
+/// `NAME://host:port` -> (NAME, host, port).
+fn listener_parts(l: &str) -> (String, String, u16) {
+    let (name, addr) = l
+        .trim()
+        .split_once("://")
+        .unwrap_or_else(|| panic!("listener {l:?} is not NAME://host:port"));
+    let (host, port) = addr
+        .rsplit_once(':')
+        .unwrap_or_else(|| panic!("listener {l:?} has no port"));
+    let port = port
+        .parse()
+        .unwrap_or_else(|_| panic!("listener {l:?}: bad port"));
+    (name.to_string(), host.to_string(), port)
+}
+
 /// Rewrites a listener list (`NAME://host:port,...`) to loopback ports from `ports`.
 fn loopback_listeners(v: &str, ports: &BTreeMap<String, u16>) -> String {
     v.split(',')
         .map(|l| {
-            let (name, _) = l.split_once("://").unwrap();
-            format!("{name}://127.0.0.1:{}", ports[name])
+            let (name, _, _) = listener_parts(l);
+            let port = ports
+                .get(&name)
+                .unwrap_or_else(|| panic!("{l:?} names no listener of the service"));
+            format!("{name}://127.0.0.1:{port}")
         })
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// A listener of a compose service, as the compose network reaches it.
+struct Endpoint {
+    node_id: String,
+    listener: String,
+    /// The loopback port the process listens on instead.
+    loopback: u16,
+}
+
+/// Rewrites `controller.quorum.voters` (`id@host:port,...`, hosts of the compose network)
+/// to the loopback ports of those services' listeners. Each voter must be the controller
+/// listener of the service with that node id.
+fn loopback_voters(
+    v: &str,
+    network: &BTreeMap<(String, u16), Endpoint>,
+    controller_listeners: &str,
+) -> String {
+    v.split(',')
+        .map(|entry| {
+            let (id, addr) = entry
+                .trim()
+                .split_once('@')
+                .unwrap_or_else(|| panic!("voter {entry:?} is not id@host:port"));
+            let (host, port) = addr
+                .rsplit_once(':')
+                .unwrap_or_else(|| panic!("voter {entry:?} has no port"));
+            let port: u16 = port.parse().unwrap();
+            let e = network
+                .get(&(host.to_string(), port))
+                .unwrap_or_else(|| panic!("voter {entry:?} is no listener of a compose service"));
+            assert_eq!(
+                e.node_id, id,
+                "voter {entry:?} is the host of another node id"
+            );
+            assert!(
+                controller_listeners
+                    .split(',')
+                    .any(|n| n.trim() == e.listener),
+                "voter {entry:?} is the {} listener, not a controller listener",
+                e.listener
+            );
+            format!("{id}@127.0.0.1:{}", e.loopback)
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A broker of the compose topology run as a process; its log is shown when the test fails.
+struct ComposeBroker {
+    svc: String,
+    proc: Proc,
+    log: PathBuf,
+}
+
+impl ComposeBroker {
+    /// Fails the test (showing the log, on drop) if the process has exited.
+    fn assert_running(&mut self) {
+        if let Some(status) = self.proc.0.try_wait().unwrap() {
+            panic!("{} exited: {status}", self.svc);
+        }
+    }
+}
+
+impl Drop for ComposeBroker {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            eprintln!(
+                "---- {} log, last 60 lines ----\n{}",
+                self.svc,
+                lines[lines.len().saturating_sub(60)..].join("\n")
+            );
+        }
+    }
 }
 
 struct Query(SocketAddr);
@@ -979,64 +1073,166 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
         serde_yaml::from_str(&std::fs::read_to_string(root().join("docker-compose.yml")).unwrap())
             .unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let mut brokers = Vec::new();
-    // host:port in the scrape config -> where the process listens.
-    let mut targets: BTreeMap<String, String> = BTreeMap::new();
-    let mut bootstrap = None;
-    for (svc, def) in compose["services"].as_mapping().unwrap() {
-        let svc = svc.as_str().unwrap();
-        if def["build"].is_null() {
-            continue; // prometheus and grafana: the test runs its own Prometheus below.
-        }
-        let env = def["environment"].as_mapping().unwrap();
-        let get = |k: &str| {
-            env.get(k)
-                .and_then(|v| v.as_str())
-                .unwrap_or_default()
-                .to_string()
-        };
-        let names: Vec<String> = get("KAFKA_LISTENERS")
-            .split(',')
-            .map(|l| l.split_once("://").unwrap().0.to_string())
-            .collect();
-        let ports: BTreeMap<String, u16> = names.iter().map(|n| (n.clone(), free_port())).collect();
-        let metrics = format!("127.0.0.1:{}", free_port());
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
-        for (k, v) in env {
-            let (k, v) = (k.as_str().unwrap(), v.as_str().unwrap());
-            let v = match k {
-                "KAFKA_LISTENERS" | "KAFKA_ADVERTISED_LISTENERS" => loopback_listeners(v, &ports),
-                "KAFKA_LOG_DIRS" => tmp.path().join(svc).display().to_string(),
-                "KAFKA_METRICS_LISTENER" => metrics.clone(),
-                _ => v.to_string(),
-            };
-            cmd.env(k, v);
-        }
-        cmd.env("CAIRN_LOG", "warn").stdout(Stdio::null());
-        brokers.push(Proc(cmd.spawn().unwrap()));
-        let scrape_port = get("KAFKA_METRICS_LISTENER")
-            .rsplit(':')
-            .next()
-            .unwrap()
-            .to_string();
-        targets.insert(format!("{svc}:{scrape_port}"), metrics.clone());
-        bootstrap.get_or_insert(format!("127.0.0.1:{}", ports[&names[names.len() - 1]]));
 
-        // The compose health check, run as the container would run it.
-        let test: Vec<String> = def["healthcheck"]["test"]
+    // The cairn services (built from this repository; prometheus and grafana are not: the
+    // test runs its own Prometheus below). Every listener gets a free loopback port.
+    struct Service {
+        svc: String,
+        env: Vec<(String, String)>,
+        ports: BTreeMap<String, u16>,
+        metrics: String,
+        healthcheck: Vec<String>,
+    }
+    impl Service {
+        fn get(&self, key: &str) -> String {
+            let found = self.env.iter().find(|(k, _)| k == key);
+            found.map(|(_, v)| v.clone()).unwrap_or_default()
+        }
+    }
+    let mut services = Vec::new();
+    // host:port on the compose network -> the listener and loopback port standing for it.
+    let mut network: BTreeMap<(String, u16), Endpoint> = BTreeMap::new();
+    let mut hosts = Vec::new();
+    for (svc, def) in compose["services"].as_mapping().unwrap() {
+        let svc = svc.as_str().unwrap().to_string();
+        if def["build"].is_null() {
+            continue;
+        }
+        let host = def["hostname"].as_str().unwrap_or(&svc).to_string();
+        let env: Vec<(String, String)> = def["environment"]
+            .as_mapping()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| {
+                let v = v
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{svc}: {k:?} is not a string"));
+                (k.as_str().unwrap().to_string(), v.to_string())
+            })
+            .collect();
+        let get = |k: &str| {
+            env.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        let mut ports = BTreeMap::new();
+        for l in get("KAFKA_LISTENERS").split(',') {
+            let (name, _, port) = listener_parts(l);
+            let loopback = free_port();
+            ports.insert(name.clone(), loopback);
+            let e = Endpoint {
+                node_id: get("KAFKA_NODE_ID"),
+                listener: name,
+                loopback,
+            };
+            assert!(
+                network.insert((host.clone(), port), e).is_none(),
+                "{svc}: two listeners on port {port}"
+            );
+        }
+        let healthcheck = def["healthcheck"]["test"]
             .as_sequence()
             .unwrap()
             .iter()
             .map(|v| v.as_str().unwrap().to_string())
             .collect();
+        hosts.push(host);
+        services.push(Service {
+            svc,
+            env,
+            ports,
+            metrics: format!("127.0.0.1:{}", free_port()),
+            healthcheck,
+        });
+    }
+    assert!(
+        !services.is_empty(),
+        "docker-compose.yml has no cairn service"
+    );
+
+    // Every service as a process, its addresses on the compose network rewritten to loopback.
+    let mut brokers = Vec::new();
+    // host:port in the scrape config -> where the process serves /metrics.
+    let mut targets: BTreeMap<String, String> = BTreeMap::new();
+    // The listener each broker publishes to the host (advertised as localhost).
+    let mut external = BTreeSet::new();
+    for s in &services {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
+        let controller_names = s.get("KAFKA_CONTROLLER_LISTENER_NAMES");
+        for (k, v) in &s.env {
+            let v = match k.as_str() {
+                "KAFKA_LISTENERS" | "KAFKA_ADVERTISED_LISTENERS" => loopback_listeners(v, &s.ports),
+                "KAFKA_CONTROLLER_QUORUM_VOTERS" => loopback_voters(v, &network, &controller_names),
+                "KAFKA_LOG_DIRS" => tmp.path().join(&s.svc).display().to_string(),
+                "KAFKA_METRICS_LISTENER" => s.metrics.clone(),
+                _ => v.to_string(),
+            };
+            for h in &hosts {
+                assert!(
+                    !v.contains(&format!("{h}:")),
+                    "{}: {k}={v} still names the compose network",
+                    s.svc
+                );
+            }
+            cmd.env(k, v);
+        }
+        for a in s.get("KAFKA_ADVERTISED_LISTENERS").split(',') {
+            let (name, host, _) = listener_parts(a);
+            if host == "localhost" {
+                external.insert(format!("127.0.0.1:{}", s.ports[&name]));
+            }
+        }
+        let scrape_port = s
+            .get("KAFKA_METRICS_LISTENER")
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .to_string();
+        targets.insert(format!("{}:{scrape_port}", s.svc), s.metrics.clone());
+        let log = tmp.path().join(format!("{}.log", s.svc));
+        cmd.env("CAIRN_LOG", "warn")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        brokers.push(ComposeBroker {
+            svc: s.svc.clone(),
+            proc: Proc(cmd.spawn().unwrap()),
+            log,
+        });
+    }
+    assert_eq!(
+        external.len(),
+        services.len(),
+        "every broker publishes one listener to the host"
+    );
+    // Clients on the host bootstrap from the first broker.
+    let bootstrap = {
+        let s = &services[0];
+        let (name, _, _) = s
+            .get("KAFKA_ADVERTISED_LISTENERS")
+            .split(',')
+            .map(listener_parts)
+            .find(|(_, h, _)| h == "localhost")
+            .unwrap();
+        format!("127.0.0.1:{}", s.ports[&name])
+    };
+
+    // The compose health check of each, run as the container would run it, once all are
+    // started (a quorum needs its voters).
+    for (s, b) in services.iter().zip(brokers.iter_mut()) {
+        let test = &s.healthcheck;
         assert_eq!(test[0], "CMD");
         assert!(test[1].ends_with("/cairn"), "{test:?}");
-        eventually(30, "the compose health check to pass", || {
+        let what = format!("the compose health check of {} to pass", s.svc);
+        eventually(60, &what, || {
+            b.assert_running();
             let args: Vec<String> = test[2..]
                 .iter()
                 .map(|a| {
                     if a.ends_with(":9644") {
-                        metrics.clone()
+                        s.metrics.clone()
                     } else {
                         a.clone()
                     }
@@ -1051,11 +1247,7 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
                 .then_some(())
         });
     }
-    assert!(
-        !brokers.is_empty(),
-        "docker-compose.yml has no cairn service"
-    );
-    let bootstrap = bootstrap.unwrap();
+    let n = services.len() as f64;
 
     // The repository's scrape config and rules, pointed at the processes, scraping every second.
     let prom_dir = tmp.path().join("prometheus");
@@ -1110,6 +1302,37 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
     eventually(60, "Prometheus to scrape every broker", || {
         (prom.scalar("count(up{job=\"cairn\"} == 1)") == Some(targets.len() as f64)).then_some(())
     });
+    // One cluster: every broker counts them all live, and exactly one is the active
+    // controller (the controller-wide gauges are 1 only there).
+    eventually(60, "every broker to see the whole cluster", || {
+        for b in brokers.iter_mut() {
+            b.assert_running();
+        }
+        let all = prom.scalar(&format!("count(kafka_brokers{{job=\"cairn\"}} == {n})"));
+        let active = prom.scalar("sum(kafka_controller_kafkacontroller_activecontrollercount)");
+        (all == Some(n) && active == Some(1.0)).then_some(())
+    });
+    // Clients on the host are handed every broker's published listener, and nothing else
+    // (the controller listener is not advertised).
+    let out = Command::new(tool("kcat"))
+        .args(["-L", "-J", "-b", &bootstrap])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "kcat -L: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: serde_json::Value =
+        serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("kcat -L -J: {e}: {text}"));
+    let advertised: BTreeSet<String> = metadata["brokers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(advertised, external, "{metadata}");
 
     // Real clients: kcat produces a record (creating the topic), and once Prometheus has
     // seen the topic's counters, 200 more (a rate needs two samples of a moving counter);
@@ -1130,10 +1353,26 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
         assert!(producer.wait().unwrap().success());
     };
     produce(1);
+    // Every replica's broker has the topic's series, but only the leader's counts the record:
+    // wait for that one.
     eventually(60, "the new topic's counter in Prometheus", || {
-        prom.scalar("kafka_server_brokertopicmetrics_messagesin_total{topic=\"compose-topic\"}")
+        prom.scalar(
+            "sum(kafka_server_brokertopicmetrics_messagesin_total{topic=\"compose-topic\"})",
+        )
+        .filter(|v| *v == 1.0)
     });
     produce(200);
+    // The topic has a replica on every broker (default.replication.factor), all caught up.
+    eventually(
+        60,
+        "every replica of the topic to hold all 201 records",
+        || {
+            let caught_up = prom.scalar(
+                "count(kafka_topic_partition_current_offset{topic=\"compose-topic\"} == 201)",
+            )?;
+            (caught_up == n).then_some(())
+        },
+    );
     let _consumer = Proc(
         Command::new(tool("kcat"))
             .args([
@@ -1164,7 +1403,7 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
                 "sum(kafka_consumergroup_current_offset{consumergroup=\"compose-group\"})",
             )?;
             let members =
-                prom.scalar("kafka_consumergroup_members{consumergroup=\"compose-group\"}")?;
+                prom.scalar("sum(kafka_consumergroup_members{consumergroup=\"compose-group\"})")?;
             let lag =
                 prom.scalar("sum(kafka_consumergroup_lag{consumergroup=\"compose-group\"})")?;
             (committed == 201.0 && members == 1.0 && lag == 0.0).then_some(())
@@ -1195,7 +1434,8 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert!(checked > 30);
 
-    // The alert rules are loaded and evaluate without error, and none fires on a healthy node.
+    // The alert rules are loaded and evaluate without error, and none fires on a healthy
+    // cluster.
     let rules = eventually(60, "every rule to be evaluated", || {
         let (_, body) = try_http_get(prom_addr, "/api/v1/rules").ok()?;
         let v: serde_json::Value = serde_json::from_str(&body).ok()?;
@@ -1218,7 +1458,7 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
         assert_eq!(r["health"], "ok", "rule {} : {}", r["name"], r["lastError"]);
         assert_eq!(
             r["state"], "inactive",
-            "rule {} fires on a healthy broker",
+            "rule {} fires on a healthy cluster",
             r["name"]
         );
     }
