@@ -123,6 +123,7 @@ apis! {
     DescribeLogDirs: 1..=4 => always handlers::describe_log_dirs::handle,
     CreatePartitions: 0..=3 => always handlers::topics::create_partitions,
     DeleteGroups: 0..=2 => always handlers::groups::delete_groups,
+    ElectLeaders: 0..=2 => always handlers::elect_leaders::handle,
     IncrementalAlterConfigs: 0..=1 => always handlers::configs::incremental_alter,
     OffsetDelete: 0..=0 => always handlers::offsets::delete,
     DescribeCluster: 0..=2 => always handlers::describe_cluster::handle,

@@ -218,6 +218,31 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
             assert_eq!(r.topics[0].error_code, 0, "{at}");
             assert_eq!(r.topics[0].partitions.len(), 2, "{at}");
         }
+        ApiKey::ElectLeaders => {
+            let req = ElectLeadersRequest::default()
+                .with_election_type(0)
+                .with_timeout_ms(5000)
+                .with_topic_partitions(Some(vec![
+                    elect_leaders_request::TopicPartitions::default()
+                        .with_topic(name("t"))
+                        .with_partitions(vec![0, 9]),
+                ]));
+            let r: ElectLeadersResponse = c.send(api, v, &req);
+            let codes: Vec<i16> = r.replica_election_results[0]
+                .partition_result
+                .iter()
+                .map(|p| p.error_code)
+                .collect();
+            // One node: its only replica already leads; partition 9 does not exist.
+            assert_eq!(
+                codes,
+                vec![
+                    ResponseError::ElectionNotNeeded.code(),
+                    ResponseError::UnknownTopicOrPartition.code()
+                ],
+                "{at}"
+            );
+        }
         ApiKey::ListConfigResources => {
             let req = ListConfigResourcesRequest::default();
             let r: ListConfigResourcesResponse = c.send(api, v, &req);

@@ -9,6 +9,7 @@ pub mod delete_records;
 pub mod describe_cluster;
 pub mod describe_log_dirs;
 pub mod describe_topic_partitions;
+pub mod elect_leaders;
 pub mod fetch;
 pub mod groups;
 pub mod init_producer_id;

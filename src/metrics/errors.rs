@@ -158,6 +158,13 @@ codes!(DescribeTopicPartitionsResponse, |r, f| {
     }
 });
 codes!(ListConfigResourcesResponse, |r, f| { f(r.error_code) });
+codes!(ElectLeadersResponse, |r, f| {
+    f(r.error_code);
+    r.replica_election_results
+        .iter()
+        .flat_map(|t| &t.partition_result)
+        .for_each(|p| f(p.error_code));
+});
 
 #[cfg(test)]
 mod tests {

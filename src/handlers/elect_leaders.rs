@@ -1,0 +1,101 @@
+//! ElectLeaders (kafka-leader-election): preferred-leader elections, decided by the
+//! controller like Kafka's: the first replica leads again if it is in the ISR and live
+//! (ELECTION_NOT_NEEDED when it already leads, PREFERRED_LEADER_NOT_AVAILABLE otherwise).
+//! Unclean elections are refused for partitions without a leader (none is ever elected
+//! outside the ISR here) and not needed for the others.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
+use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
+use kafka_protocol::ResponseError;
+
+use super::{str_bytes, topic_name};
+use crate::broker::Broker;
+use crate::dispatch::RequestContext;
+use crate::error::Error;
+
+const PREFERRED: i8 = 0;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: ElectLeadersRequest,
+) -> ElectLeadersResponse {
+    // Null asks for every partition of every topic.
+    let wanted: Vec<(String, Vec<i32>)> = match &req.topic_partitions {
+        Some(tps) => tps
+            .iter()
+            .map(|t| (t.topic.to_string(), t.partitions.clone()))
+            .collect(),
+        None => broker
+            .catalog
+            .all()
+            .iter()
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    t.partitions.iter().map(|p| p.index).collect(),
+                )
+            })
+            .collect(),
+    };
+    let node = broker.node_id();
+    let mut results = Vec::with_capacity(wanted.len());
+    for (topic, partitions) in wanted {
+        let mut out = Vec::with_capacity(partitions.len());
+        for index in partitions {
+            let outcome: Result<(), (ResponseError, String)> = match broker
+                .catalog
+                .partition(&topic, index)
+            {
+                Err(e) => Err((e.response_error(), e.to_string())),
+                Ok((_, p)) => {
+                    let place = p.placement(node);
+                    if req.election_type != PREFERRED {
+                        if place.leader >= 0 {
+                            Err((
+                                ResponseError::ElectionNotNeeded,
+                                "the partition has a leader".into(),
+                            ))
+                        } else {
+                            Err((
+                                    ResponseError::EligibleLeadersNotAvailable,
+                                    "unclean leader election is not supported: no replica outside the ISR is ever elected".into(),
+                                ))
+                        }
+                    } else if place.replicas.first() == Some(&place.leader) {
+                        Err((
+                            ResponseError::ElectionNotNeeded,
+                            "the preferred replica already leads".into(),
+                        ))
+                    } else {
+                        match broker.cluster() {
+                            Some(c) => c
+                                .elect_preferred(&topic, index)
+                                .await
+                                .map_err(|e| (e.response_error(), e.to_string())),
+                            None => Err((
+                                ResponseError::PreferredLeaderNotAvailable,
+                                Error::NotLeaderOrFollower.to_string(),
+                            )),
+                        }
+                    }
+                }
+            };
+            let r = PartitionResult::default().with_partition_id(index);
+            out.push(match outcome {
+                Ok(()) => r,
+                Err((e, msg)) => r
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(msg))),
+            });
+        }
+        results.push(
+            ReplicaElectionResult::default()
+                .with_topic(topic_name(&topic))
+                .with_partition_result(out),
+        );
+    }
+    ElectLeadersResponse::default().with_replica_election_results(results)
+}
