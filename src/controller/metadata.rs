@@ -345,6 +345,41 @@ impl Image {
         out
     }
 
+    /// Runs several decisions as one: each sees the image as the previous ones leave it, so
+    /// their partition changes name the partition epochs they will actually meet (decided
+    /// all against the same image, only the first change of each partition would apply).
+    pub fn in_sequence(
+        &self,
+        decisions: impl IntoIterator<Item = impl FnOnce(&Image) -> Vec<Record>>,
+    ) -> Vec<Record> {
+        let mut scratch = self.clone();
+        let mut out = Vec::new();
+        for decide in decisions {
+            let rs = decide(&scratch);
+            for r in &rs {
+                scratch.apply(scratch.offset, r);
+            }
+            out.extend(rs);
+        }
+        out
+    }
+
+    /// Leaderships and ISR places still held by fenced brokers (left behind if a change
+    /// lost a race): moved as fencing would have moved them.
+    pub fn repair(&self) -> Vec<Record> {
+        let fenced: Vec<i32> = self
+            .brokers
+            .values()
+            .filter(|b| b.fenced)
+            .map(|b| b.id)
+            .collect();
+        self.in_sequence(
+            fenced
+                .into_iter()
+                .map(|id| move |img: &Image| img.move_away_from(id, true)),
+        )
+    }
+
     fn move_away_from(&self, id: i32, leave_isr: bool) -> Vec<Record> {
         let usable = |r: i32| r != id && self.eligible(r);
         let mut out = Vec::new();

@@ -123,7 +123,7 @@ impl Sessions {
     /// Fences every unfenced broker whose session ended (its leaderships move, it leaves
     /// ISRs); returns the records to commit.
     pub fn expire(&mut self, image: &Image, now: Instant) -> Vec<Record> {
-        let mut out = Vec::new();
+        let mut expired = Vec::new();
         for (id, b) in &image.brokers {
             if b.fenced {
                 continue;
@@ -131,8 +131,16 @@ impl Sessions {
             let deadline = *self.deadlines.entry(*id).or_insert(now + self.timeout);
             if deadline <= now {
                 tracing::info!(broker = id, "broker session expired: fencing it");
-                out.extend(image.fence_broker(*id));
+                expired.push(*id);
             }
+        }
+        let mut out = image.in_sequence(
+            expired
+                .into_iter()
+                .map(|id| move |img: &Image| img.fence_broker(id)),
+        );
+        if out.is_empty() {
+            out = image.repair();
         }
         out
     }
@@ -151,6 +159,7 @@ impl Sessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::metadata::NO_LEADER;
     use uuid::Uuid;
 
     struct Cluster {
@@ -259,6 +268,54 @@ mod tests {
         let new = c.register(1);
         assert!(new > old);
         assert!(!c.beat(1, |_| {}).is_fenced);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn brokers_expiring_together_each_give_up_what_they_held() {
+        let mut c = cluster();
+        let t = Uuid::new_v4();
+        let rs = c
+            .image
+            .create_topic("t", t, 3, 3, Default::default(), 0)
+            .unwrap();
+        c.commit(rs);
+        tokio::time::advance(Duration::from_secs(5)).await;
+        c.beat(3, |_| {});
+        tokio::time::advance(Duration::from_secs(5)).await;
+        // Brokers 1 and 2 expire in the same check: every change must still apply.
+        let rs = c.sessions.expire(&c.image, Instant::now());
+        c.commit(rs);
+        for p in &c.image.topics[&t].partitions {
+            assert_eq!((p.leader, p.isr.clone()), (3, vec![3]), "{p:?}");
+        }
+        // All three at once: nobody is left to lead; the ISR keeps its last member.
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let rs = c.sessions.expire(&c.image, Instant::now());
+        c.commit(rs);
+        for p in &c.image.topics[&t].partitions {
+            assert_eq!((p.leader, p.isr.clone()), (NO_LEADER, vec![3]), "{p:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fenced_leader_left_behind_is_moved_by_the_next_check() {
+        let mut c = cluster();
+        let t = Uuid::new_v4();
+        let rs = c
+            .image
+            .create_topic("t", t, 1, 3, Default::default(), 0)
+            .unwrap();
+        c.commit(rs);
+        let leader = c.image.topics[&t].partitions[0].leader;
+        // A fence whose partition change lost a compare-and-set: only the broker record lands.
+        let epoch = c.image.brokers[&leader].epoch;
+        c.commit(vec![Record::FenceBroker { id: leader, epoch }]);
+        assert_eq!(c.image.topics[&t].partitions[0].leader, leader);
+        let rs = c.sessions.expire(&c.image, Instant::now());
+        c.commit(rs);
+        let p = &c.image.topics[&t].partitions[0];
+        assert_ne!(p.leader, leader);
+        assert!(p.leader > 0 && !p.isr.contains(&leader));
     }
 
     #[tokio::test(start_paused = true)]

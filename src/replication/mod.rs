@@ -462,7 +462,11 @@ impl Cluster {
             partition_epoch: a.partition_epoch,
             isr,
         };
-        let answer = self.client.call(req, CONTROLLER_TIMEOUT).await;
+        // Short-lived: a shrink decided while the quorum was unreachable must not land much
+        // later, after the followers caught up again; the next check decides afresh.
+        let timeout = Duration::from_millis(broker.config.cluster.replica_lag_time_max_ms / 2)
+            .clamp(Duration::from_secs(1), Duration::from_secs(5));
+        let answer = self.client.call(req, timeout).await;
         if !matches!(answer, Some(BrokerReply::Done)) {
             tracing::info!(partition = p.index, ?answer, "ISR change not accepted");
         }
