@@ -454,9 +454,14 @@ impl PartitionLog {
             let mut s = self.write_state();
             s.leader_epoch = epoch;
             s.sole_replica = leader && sole_replica;
+            let leo = s.leo;
             if leader && s.epochs.last().is_none_or(|e| e.0 < epoch) {
-                let leo = s.leo;
                 s.epochs.push((epoch, leo));
+            } else if !leader {
+                // An epoch this replica led without writing a batch is not in its log: a
+                // follower reporting it as its last epoch would diverge from every leader.
+                let stored = s.stored_epoch;
+                s.epochs.retain(|e| e.1 < leo || Some(e.0) == stored);
             }
             if s.sole_replica && s.hw < s.leo {
                 s.hw = s.leo;
@@ -595,6 +600,10 @@ impl PartitionLog {
         };
         let end = end.max(start);
         if end >= leo {
+            // Nothing to cut but epochs that start at the LEO without a batch (see set_role).
+            let mut s = self.write_state();
+            let stored = s.stored_epoch;
+            s.epochs.retain(|e| e.1 < end || Some(e.0) == stored);
             return Ok(());
         }
         let mut changed = Vec::new();
@@ -954,6 +963,15 @@ mod tests {
         assert_eq!(follower.latest_epoch(), 1);
         assert_eq!(follower.end_offset_for_epoch(1), (1, 3));
 
+        // Led epoch 2 without writing, then followed again: epoch 2 is not in its log.
+        follower.set_role(2, true, false);
+        assert_eq!(follower.latest_epoch(), 2);
+        follower.set_role(3, false, false);
+        assert_eq!(
+            follower.latest_epoch(),
+            1,
+            "an epoch without batches is forgotten"
+        );
         // The follower wrote a batch in epoch 2 that the new leader (epoch 3) never had.
         follower.set_role(2, true, true);
         follower

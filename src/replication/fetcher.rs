@@ -192,7 +192,6 @@ async fn apply(w: &FetchWork, resp: FetchResponse) -> bool {
                 }
                 continue;
             }
-            fine = true;
             if pd.diverging_epoch.epoch >= 0 {
                 let div = &pd.diverging_epoch;
                 let (epoch, end) = log.end_offset_for_epoch(div.epoch);
@@ -207,8 +206,11 @@ async fn apply(w: &FetchWork, resp: FetchResponse) -> bool {
                 if let Err(e) = log.truncate_to(target).await {
                     tracing::error!(partition = pd.partition_index, error = %e, "truncation failed");
                 }
+                // Not counted as progress: should a truncation change nothing, the next
+                // fetch waits a little instead of spinning.
                 continue;
             }
+            fine = true;
             if let Some(records) = pd.records.as_ref().filter(|r| !r.is_empty()) {
                 if let Err(e) = log.append_replica(records).await {
                     tracing::error!(topic = %f.topic, partition = pd.partition_index, error = %e, "appending fetched batches failed");
