@@ -9,7 +9,9 @@
 //! - [`topics`]: the topic catalog (names, stable ids, partitions, config overrides).
 //! - [`topic_config`]: topic config keys, defaults, validation, effective settings.
 //! - [`controller`]: the cluster metadata state machine (records, image, controller
-//!   decisions) that the Raft quorum will order.
+//!   decisions), the Raft quorum that orders it, and the RPCs brokers send it.
+//! - [`replication`]: a broker in a cluster: registration, heartbeats, following the
+//!   metadata image, follower fetchers, HW and ISR on the leader.
 //! - [`coordinator`]: consumer groups (classic and KIP-848), each a pure state machine, and
 //!   committed offsets.
 //! - [`log`]: a partition's log: offsets, leader epochs, idempotence, HW/LEO, retention.
