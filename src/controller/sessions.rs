@@ -106,6 +106,16 @@ impl Sessions {
         let will_be_fenced = records
             .iter()
             .any(|r| matches!(r, Record::FenceBroker { .. }));
+        let should_shut_down = hb.want_shut_down && b.shutting_down && leads_nothing;
+        if should_shut_down && !b.fenced {
+            // As in KRaft: a finished controlled shutdown fences the broker, so it leaves the
+            // ISRs now and its next incarnation can register at once.
+            records.extend(image.fence_broker(hb.broker));
+        }
+        let will_be_fenced = will_be_fenced
+            || records
+                .iter()
+                .any(|r| matches!(r, Record::FenceBroker { .. }));
         let will_be_unfenced = records
             .iter()
             .any(|r| matches!(r, Record::UnfenceBroker { .. }));
@@ -114,7 +124,7 @@ impl Sessions {
                 error: None,
                 is_caught_up: caught_up,
                 is_fenced: (b.fenced && !will_be_unfenced) || will_be_fenced,
-                should_shut_down: hb.want_shut_down && b.shutting_down && leads_nothing,
+                should_shut_down,
             },
             records,
         )
@@ -331,16 +341,26 @@ mod tests {
             !first.should_shut_down,
             "it still led partitions when it asked"
         );
-        let second = c.beat(1, |h| h.want_shut_down = true);
-        assert!(second.should_shut_down);
         assert!(c
             .image
             .topics
             .values()
             .flat_map(|t| &t.partitions)
             .all(|p| p.leader != 1 && p.isr.contains(&1)));
-        let fenced = c.beat(1, |h| h.want_fence = true);
-        assert!(fenced.is_fenced && c.image.brokers[&1].fenced);
+        let second = c.beat(1, |h| h.want_shut_down = true);
+        assert!(second.should_shut_down && second.is_fenced);
+        // Done: fenced, out of every ISR, and a new incarnation may register at once.
+        assert!(c.image.brokers[&1].fenced);
+        assert!(c
+            .image
+            .topics
+            .values()
+            .flat_map(|t| &t.partitions)
+            .all(|p| p.leader != 1 && !p.isr.contains(&1)));
+        assert!(c
+            .image
+            .register_broker(1, Uuid::new_v4(), Vec::new(), None)
+            .is_ok());
     }
 
     #[tokio::test(start_paused = true)]
