@@ -7,7 +7,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/cairn-target
 export CAIRN_GIT_REVISION ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CAIRN := $(CARGO_TARGET_DIR)/release/cairn
 
-.PHONY: run test build unit compat bench fmt
+.PHONY: run test build unit compat faults faults-long bench fmt
 
 build:
 	./scripts/install-deps.sh run
@@ -23,7 +23,15 @@ test:
 	./scripts/install-deps.sh test
 	cargo build --release --locked
 	cargo test --release --locked
+	python3 tests/faults/harness.py $(CAIRN)
 	./compat-tests/run-all.sh $(CAIRN)
+
+# The fault harness: every fault once (as in `make test`), or ROUNDS rounds in random order.
+faults: build
+	python3 tests/faults/harness.py $(CAIRN)
+
+faults-long: build
+	python3 tests/faults/harness.py $(CAIRN) --rounds $(or $(ROUNDS),5)
 
 compat: build
 	./compat-tests/run-all.sh $(CAIRN)

@@ -145,6 +145,18 @@ impl Broker {
         }
     }
 
+    /// The id Metadata and DescribeCluster give as the controller: Kafka 4 names a live
+    /// broker (clients send controller-bound requests to it, any broker forwards them);
+    /// this one when it is among `brokers`.
+    pub fn controller_for_clients(&self, brokers: &[(i32, String, u16)]) -> i32 {
+        brokers
+            .iter()
+            .map(|b| b.0)
+            .find(|id| *id == self.node_id())
+            .or(brokers.first().map(|b| b.0))
+            .unwrap_or(self.node_id())
+    }
+
     /// The broker that coordinates groups, as (id, host, port) for a client on `listener`:
     /// this one on a single node; in a cluster, for now, the live broker with the lowest id
     /// (group state is not replicated yet).

@@ -381,24 +381,7 @@ impl Catalog {
         let topic = self.get(name).ok_or(Error::UnknownTopicOrPartition)?;
         // The record goes first: after a crash the topic is gone and its partitions' data is
         // unreachable garbage (storage ids are never reused), never a half-deleted topic.
-        self.meta.delete(&topic_key(name))?;
-        self.topics
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
-        self.metrics.forget_topic(name);
-        let doomed: Vec<(Arc<dyn LogStore>, PartitionId)> = topic
-            .partitions
-            .iter()
-            .map(|p| (self.dirs[p.dir].store.clone(), p.log.id))
-            .collect();
-        tokio::task::spawn_blocking(move || {
-            for (logs, id) in doomed {
-                if let Err(e) = logs.delete_partition(id) {
-                    tracing::warn!(partition = id, error = %e, "could not remove a deleted topic's data");
-                }
-            }
-        });
+        self.forget_locked(&topic)?;
         tracing::info!(topic = name, "deleted topic");
         Ok(topic.id)
     }
@@ -421,7 +404,7 @@ impl Catalog {
         let _change = self.changes.lock().await;
         let existing = self.get(name);
         if let Some(t) = existing.as_ref().filter(|t| t.id != id) {
-            self.forget_locked(t);
+            self.forget_locked(t)?;
         }
         let mut stored = match self.get(name) {
             Some(t) => self.stored(&t),
@@ -468,17 +451,15 @@ impl Catalog {
     /// the controller decided).
     pub async fn forget(&self, name: &str) -> Result<()> {
         let _change = self.changes.lock().await;
-        if let Some(t) = self.get(name) {
-            self.forget_locked(&t);
+        match self.get(name) {
+            Some(t) => self.forget_locked(&t),
+            None => Ok(()),
         }
-        Ok(())
     }
 
-    fn forget_locked(&self, topic: &Topic) {
-        if let Err(e) = self.meta.delete(&topic_key(&topic.name)) {
-            tracing::error!(topic = %topic.name, error = %e, "cannot remove the topic record");
-            return;
-        }
+    /// Removes the topic's record, then the topic, then (in the background) its data.
+    fn forget_locked(&self, topic: &Topic) -> Result<()> {
+        self.meta.delete(&topic_key(&topic.name))?;
         self.topics
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -497,6 +478,7 @@ impl Catalog {
             }
         });
         tracing::info!(topic = %topic.name, "removed topic");
+        Ok(())
     }
 
     /// Grows a topic to `count` partitions (`validate_only`: check without changing).

@@ -164,6 +164,15 @@ impl Image {
             .get(usize::try_from(index).ok()?)
     }
 
+    /// Brokers that may take new replicas and leaderships (live, not shutting down).
+    pub fn eligible_ids(&self) -> Vec<i32> {
+        self.brokers
+            .values()
+            .filter(|b| b.eligible())
+            .map(|b| b.id)
+            .collect()
+    }
+
     fn eligible(&self, id: i32) -> bool {
         self.brokers.get(&id).is_some_and(BrokerState::eligible)
     }
@@ -434,12 +443,7 @@ impl Image {
         if self.names.contains_key(name) {
             return Err(ResponseError::TopicAlreadyExists);
         }
-        let live: Vec<i32> = self
-            .brokers
-            .values()
-            .filter(|b| b.eligible())
-            .map(|b| b.id)
-            .collect();
+        let live = self.eligible_ids();
         if rf < 1 || rf as usize > live.len() {
             return Err(ResponseError::InvalidReplicationFactor);
         }
@@ -485,12 +489,7 @@ impl Image {
             return Err(ResponseError::InvalidPartitions);
         }
         let rf = t.partitions.first().map_or(1, |p| p.replicas.len());
-        let live: Vec<i32> = self
-            .brokers
-            .values()
-            .filter(|b| b.eligible())
-            .map(|b| b.id)
-            .collect();
+        let live = self.eligible_ids();
         if rf > live.len() {
             return Err(ResponseError::InvalidReplicationFactor);
         }

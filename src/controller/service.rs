@@ -326,7 +326,7 @@ impl ControllerNode {
                             message: Some(match e {
                                 kafka_protocol::ResponseError::InvalidReplicationFactor => format!(
                                     "replication factor {replication_factor} is larger than the {} available brokers",
-                                    image.brokers.values().filter(|b| !b.fenced && !b.shutting_down).count()
+                                    image.eligible_ids().len()
                                 ),
                                 _ => e.to_string(),
                             }),

@@ -15,13 +15,7 @@ pub async fn handle(
     req: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
     let brokers = broker.live_brokers(&ctx.conn.listener);
-    // As in Metadata: a live broker stands for the controller (this one when it is live).
-    let controller = brokers
-        .iter()
-        .map(|b| b.0)
-        .find(|id| *id == broker.node_id())
-        .or(brokers.first().map(|b| b.0))
-        .unwrap_or(broker.node_id());
+    let controller = broker.controller_for_clients(&brokers);
     DescribeClusterResponse::default()
         .with_endpoint_type(req.endpoint_type)
         .with_cluster_id(str_bytes(broker.cluster_id()))

@@ -75,12 +75,7 @@ pub async fn handle(
     // In a cluster: every live broker; Kafka 4 names a live broker as the "controller" that
     // admin clients send controller-bound requests to (any broker forwards them).
     let brokers = broker.live_brokers(&ctx.conn.listener);
-    let controller = brokers
-        .iter()
-        .map(|b| b.0)
-        .find(|id| *id == node)
-        .or(brokers.first().map(|b| b.0))
-        .unwrap_or(node);
+    let controller = broker.controller_for_clients(&brokers);
     MetadataResponse::default()
         .with_brokers(
             brokers

@@ -1,0 +1,669 @@
+#!/usr/bin/env python3
+"""Fault harness: three real `cairn` processes on loopback (RF=3, min.insync.replicas=2), the
+Java VerifiableProducer (idempotent, acks=all) writing throughout, faults injected, and a
+checker over what was acknowledged and what is read back:
+
+- every acknowledged record is present at its offset with its value;
+- no value appears twice (idempotence through retries and failovers);
+- per partition, values keep the order they were produced in;
+- while two of three brokers are down, nothing is acknowledged;
+- after healing, every replica's log is identical (`cairn dump-log` of each stopped node).
+
+Links between brokers go through TCP proxies in this script, one per direction, so a broker
+can be cut off from the other brokers (replication and the controller quorum) while clients
+still reach it. Each broker fetches from a leader over a listener named after itself
+(inter.broker.listener.name=R<id>) that every broker advertises at a proxy for that
+direction, and each node's controller.quorum.voters names the proxies towards the others.
+
+    harness.py CAIRN_BINARY [--rounds N] [--seed S] [--keep] [--kafka]
+
+--kafka runs the same faults and checks against three Apache Kafka brokers from the Maven
+jars (compat-tests/java/lib), as a baseline; CAIRN_BINARY is then used for nothing else.
+
+--rounds 1 (CI) runs every fault once; more rounds run them again in a random order, chasing
+whichever broker leads at the time. Exit status 0 only when every check holds.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+KAFKA_RUN = ROOT / "compat-tests" / "java" / "kafka-run.sh"
+TOPIC = "faults"
+PARTITIONS = 3
+SESSION_MS = 3000
+HEARTBEAT_MS = 500
+LAG_MS = 3000
+NODES = (1, 2, 3)
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def free_ports(n):
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+class Proxy:
+    """A TCP forwarder for one direction of one link; `cut()` drops its connections and
+    refuses new ones until `heal()`."""
+
+    def __init__(self, name, listen_port, target_port):
+        self.name, self.port, self.target = name, listen_port, target_port
+        self.blocked = False
+        self.conns = set()
+
+    async def start(self):
+        self.server = await asyncio.start_server(self.accept, "127.0.0.1", self.port)
+
+    async def accept(self, reader, writer):
+        if self.blocked:
+            writer.close()
+            return
+        try:
+            ur, uw = await asyncio.open_connection("127.0.0.1", self.target)
+        except OSError:
+            writer.close()
+            return
+        pair = (writer, uw)
+        self.conns.add(pair)
+
+        async def pipe(r, w):
+            try:
+                while data := await r.read(65536):
+                    if self.blocked:
+                        break
+                    w.write(data)
+                    await w.drain()
+            except (OSError, asyncio.CancelledError):
+                pass
+            finally:
+                for x in pair:
+                    x.close()
+
+        try:
+            await asyncio.gather(pipe(reader, uw), pipe(ur, writer))
+        except asyncio.CancelledError:
+            pass
+        self.conns.discard(pair)
+
+    def cut(self):
+        self.blocked = True
+        for pair in list(self.conns):
+            for w in pair:
+                w.close()
+        self.conns.clear()
+
+    def heal(self):
+        self.blocked = False
+
+
+JAVA_LIB = ROOT / "compat-tests" / "java" / "lib"
+
+
+class Cluster:
+    def __init__(self, binary, workdir, kafka=False):
+        self.binary, self.dir, self.kafka = binary, Path(workdir), kafka
+        self.cluster_id = None
+        ports = iter(free_ports(64))
+        self.client = {i: next(ports) for i in NODES}
+        self.metrics = {i: next(ports) for i in NODES}
+        self.controller = {i: next(ports) for i in NODES}
+        # repl[i][j]: node i's listener R<j>, which node j fetches from.
+        self.repl = {i: {j: next(ports) for j in NODES} for i in NODES}
+        self.proxies = {}
+        for src in NODES:
+            for dst in NODES:
+                if src != dst:
+                    self.proxies[("repl", src, dst)] = Proxy(
+                        f"repl {src}->{dst}", next(ports), self.repl[dst][src])
+                    self.proxies[("ctrl", src, dst)] = Proxy(
+                        f"ctrl {src}->{dst}", next(ports), self.controller[dst])
+        self.procs = {}
+        self.isolated = set()
+
+    def bootstrap(self):
+        return ",".join(f"127.0.0.1:{self.client[i]}" for i in NODES)
+
+    def config(self, i):
+        listeners = [f"CLIENT://127.0.0.1:{self.client[i]}"]
+        advertised = [f"CLIENT://127.0.0.1:{self.client[i]}"]
+        for j in NODES:
+            listeners.append(f"R{j}://127.0.0.1:{self.repl[i][j]}")
+            port = self.repl[i][j] if j == i else self.proxies[("repl", j, i)].port
+            advertised.append(f"R{j}://127.0.0.1:{port}")
+        listeners.append(f"CONTROLLER://127.0.0.1:{self.controller[i]}")
+        voters = []
+        for j in NODES:
+            port = self.controller[i] if j == i else self.proxies[("ctrl", i, j)].port
+            voters.append(f"{j}@127.0.0.1:{port}")
+        protocols = ["CLIENT:PLAINTEXT", "CONTROLLER:PLAINTEXT"] + [f"R{j}:PLAINTEXT" for j in NODES]
+        return "\n".join([
+            f"node.id={i}",
+            "process.roles=broker,controller",
+            f"controller.quorum.voters={','.join(voters)}",
+            f"listeners={','.join(listeners)}",
+            f"advertised.listeners={','.join(advertised)}",
+            f"listener.security.protocol.map={','.join(protocols)}",
+            "controller.listener.names=CONTROLLER",
+            f"inter.broker.listener.name=R{i}",
+            f"log.dirs={self.dir / f'n{i}' / 'data'}",
+            f"metrics.listener=127.0.0.1:{self.metrics[i]}" if not self.kafka else "group.initial.rebalance.delay.ms=0",
+            "default.replication.factor=3",
+            "min.insync.replicas=2",
+            "offsets.topic.replication.factor=3",
+            f"broker.session.timeout.ms={SESSION_MS}",
+            f"broker.heartbeat.interval.ms={HEARTBEAT_MS}",
+            f"replica.lag.time.max.ms={LAG_MS}",
+            "auto.create.topics.enable=false",
+            "",
+        ])
+
+    async def start_proxies(self):
+        for p in self.proxies.values():
+            await p.start()
+
+    def start(self, i):
+        d = self.dir / f"n{i}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "server.properties").write_text(self.config(i))
+        out = open(d / "broker.log", "ab")
+        env = dict(os.environ, CAIRN_LOG=os.environ.get("CAIRN_LOG", "info,openraft=off"))
+        if self.kafka:
+            if not (d / "data" / "meta.properties").exists():
+                import subprocess
+                subprocess.run(["java", "-Xmx256M", "-cp", f"{JAVA_LIB}/*", "kafka.tools.StorageTool", "format",
+                                "--cluster-id", self.cluster_id, "--config", str(d / "server.properties")],
+                               stdout=out, stderr=out, check=True)
+            argv = ["java", "-Xmx512M", "-Xms512M", "-XX:+UseG1GC",
+                    f"-Dlog4j2.configurationFile={ROOT / 'compat-tests' / 'kafka-ref' / 'log4j2-broker.xml'}",
+                    "-cp", f"{JAVA_LIB}/*", "kafka.Kafka", str(d / "server.properties")]
+        else:
+            argv = [self.binary, str(d / "server.properties")]
+        self.procs[i] = subprocess_popen(argv, out, env)
+        log(f"started node {i} (pid {self.procs[i].pid})")
+
+    def alive(self, i):
+        p = self.procs.get(i)
+        return p is not None and p.poll() is None
+
+    async def kill(self, i, sig=signal.SIGKILL):
+        """Sends `sig`; for SIGKILL and SIGTERM, waits for the exit without blocking the event
+        loop (the proxies run on it, and a controlled shutdown needs them)."""
+        if not self.alive(i):
+            return
+        p = self.procs[i]
+        p.send_signal(sig)
+        started = time.time()
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            while p.poll() is None:
+                if time.time() - started > 60:
+                    p.kill()
+                await asyncio.sleep(0.05)
+        log(f"node {i}: {signal.Signals(sig).name}" +
+            (f" (exited after {time.time() - started:.1f}s)" if sig == signal.SIGTERM else ""))
+
+    def isolate(self, i, on=True):
+        for (kind, src, dst), p in self.proxies.items():
+            if i in (src, dst):
+                p.cut() if on else p.heal()
+        (self.isolated.add if on else self.isolated.discard)(i)
+        log(f"node {i} {'cut off from' if on else 'reconnected to'} the other brokers")
+
+    def scrape(self, i):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics[i]}/metrics", timeout=2) as r:
+                text = r.read().decode()
+        except OSError:
+            return {}
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#") and "{" not in line.split(" ")[0]:
+                name, _, value = line.partition(" ")
+                try:
+                    out[name] = float(value)
+                except ValueError:
+                    pass
+        return out
+
+    async def active_controller(self):
+        if self.kafka:
+            out = await run([str(KAFKA_RUN), "org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server",
+                             self.bootstrap(), "describe", "--status"], timeout=60, check=False)
+            for line in out.splitlines():
+                if line.startswith("LeaderId:"):
+                    return int(line.split(":")[1])
+            return None
+        for i in NODES:
+            if self.alive(i) and self.scrape(i).get("kafka_controller_kafkacontroller_activecontrollercount") == 1:
+                return i
+        return None
+
+    async def views(self):
+        """Every live broker's own view of partition 0 (for failure reports)."""
+        out = {}
+        for i in NODES:
+            if self.alive(i):
+                raw = await run(["kcat", "-b", f"127.0.0.1:{self.client[i]}", "-L", "-J", "-t", TOPIC, "-m", "3"],
+                                timeout=10, check=False)
+                out[i] = raw[raw.find('"partitions"'):][:200]
+        return out
+
+    async def view(self, i):
+        """Partitions of TOPIC as broker `i` reports them: {p: (leader, replicas, isr)}."""
+        out = await run(["kcat", "-b", f"127.0.0.1:{self.client[i]}", "-L", "-J", "-t", TOPIC, "-m", "3"],
+                        timeout=10, check=False)
+        try:
+            md = json.loads(out)
+        except ValueError:
+            return {}
+        for t in md.get("topics", []):
+            if t.get("topic") == TOPIC and t.get("partitions"):
+                return {p["partition"]: (p["leader"], [r["id"] for r in p["replicas"]],
+                                         [r["id"] for r in p["isrs"]]) for p in t["partitions"]}
+        return {}
+
+    async def metadata(self):
+        """Partitions of TOPIC as a live broker in the quorum's majority reports them (an
+        isolated broker's view is stale): {p: (leader, replicas, isr)}."""
+        for i in NODES:
+            if self.alive(i) and i not in self.isolated:
+                md = await self.view(i)
+                if md:
+                    return md
+        return {}
+
+    async def leader(self, partition=0):
+        md = await self.metadata()
+        return md.get(partition, (-1,))[0]
+
+    async def wait_leader_moves(self, old, what, timeout=30):
+        """Until partition 0 is led by a broker other than `old` (bounded, for liveness)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            new = await self.leader(0)
+            if new > 0 and new != old:
+                log(f"partition 0 now led by node {new} ({what})")
+                return
+            await asyncio.sleep(0.5)
+        raise Failure(f"node {old} still leads partition 0 {timeout}s after {what}: {await self.views()}")
+
+    async def wait_healthy(self, what, timeout=120):
+        """Until every partition has a leader and a full ISR of live brokers."""
+        deadline = time.time() + timeout
+        healthy = lambda md: len(md) == PARTITIONS and all(
+            l > 0 and sorted(isr) == list(NODES) for l, _, isr in md.values())
+        since = None
+        while time.time() < deadline:
+            # Every broker must say so (one that could not reach the quorum has a stale view),
+            # for a second (an ISR change decided during the fault may still land).
+            views = [await self.view(i) for i in NODES]
+            if all(healthy(v) for v in views) and all(v == views[0] for v in views):
+                since = since or time.time()
+                if time.time() - since >= 1:
+                    md = views[0]
+                    log(f"healthy after {what}: " + ", ".join(f"p{p} leader {v[0]} isr {v[2]}" for p, v in sorted(md.items())))
+                    return
+            else:
+                since = None
+            await asyncio.sleep(0.3)
+        raise Failure(f"cluster not healthy {timeout}s after {what}: {await self.metadata()}")
+
+
+class Failure(Exception):
+    pass
+
+
+def subprocess_popen(argv, out, env):
+    import subprocess
+    return subprocess.Popen(argv, stdout=out, stderr=out, env=env, start_new_session=True)
+
+
+async def run(argv, timeout=60, check=True, env=None):
+    p = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
+                                             stderr=asyncio.subprocess.PIPE, env=env)
+    try:
+        out, err = await asyncio.wait_for(p.communicate(), timeout)
+    except asyncio.TimeoutError:
+        p.kill()
+        raise Failure(f"{argv[0]} timed out after {timeout}s")
+    if check and p.returncode != 0:
+        raise Failure(f"{' '.join(map(str, argv))} failed ({p.returncode}): {err.decode()[-2000:]}")
+    return out.decode()
+
+
+class Producer:
+    """The Java VerifiableProducer; records every acknowledgement with the time it arrived."""
+
+    def __init__(self, cluster, workdir):
+        self.cluster, self.dir = cluster, Path(workdir)
+        self.acked = {}  # (partition, offset) -> value
+        self.ack_times = []  # (time, partition, offset)
+        self.errors = 0
+        self.sent = 0
+
+    async def start(self):
+        cfg = self.dir / "producer.properties"
+        cfg.write_text("\n".join([
+            "enable.idempotence=true", "acks=all", "linger.ms=5", "retries=2147483647",
+            "request.timeout.ms=8000", "delivery.timeout.ms=120000",
+            "metadata.max.age.ms=2000", "max.in.flight.requests.per.connection=5", ""]))
+        self.proc = await asyncio.create_subprocess_exec(
+            str(KAFKA_RUN), "org.apache.kafka.tools.VerifiableProducer",
+            "--bootstrap-server", self.cluster.bootstrap(), "--topic", TOPIC,
+            "--throughput", "400", "--producer.config", str(cfg),
+            stdout=asyncio.subprocess.PIPE, stderr=open(self.dir / "producer.err", "wb"),
+            start_new_session=True)
+        self.reader = asyncio.create_task(self.read())
+
+    async def read(self):
+        while line := await self.proc.stdout.readline():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            name = ev.get("name")
+            if name == "producer_send_success":
+                key = (ev["partition"], ev["offset"])
+                if key in self.acked and self.acked[key] != ev["value"]:
+                    raise Failure(f"two acknowledgements for {key}: {self.acked[key]} and {ev['value']}")
+                self.acked[key] = ev["value"]
+                self.ack_times.append((time.time(), key))
+            elif name == "producer_send_error":
+                self.errors += 1
+
+    def acks_between(self, t0, t1):
+        return [k for t, k in self.ack_times if t0 <= t < t1]
+
+    async def wait_acks(self, n, timeout=60):
+        target = len(self.acked) + n
+        deadline = time.time() + timeout
+        while len(self.acked) < target:
+            if self.proc.returncode is not None:
+                err = (self.dir / "producer.err").read_text(errors="replace")[-1500:]
+                raise Failure(f"the producer exited ({self.proc.returncode}): {err}")
+            if time.time() > deadline:
+                raise Failure(f"producer made no progress: {len(self.acked)} acks, wanted {target}")
+            await asyncio.sleep(0.2)
+
+    async def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.proc.wait(), 60)
+        except asyncio.TimeoutError:
+            self.proc.kill()
+        await self.reader
+
+
+# ---- faults ------------------------------------------------------------------------------
+
+async def kill_leader(c, prod):
+    leader = await c.leader(0)
+    log(f"fault: kill -9 the leader of partition 0 (node {leader})")
+    await c.kill(leader)
+    await asyncio.sleep(SESSION_MS / 1000 + 2)
+    await prod.wait_acks(50)
+    c.start(leader)
+    await c.wait_healthy("the leader's restart")
+
+
+async def kill_controller(c, prod):
+    active = await c.active_controller()
+    if active is None:
+        raise Failure("no node reports itself the active controller")
+    log(f"fault: kill -9 the active controller (node {active})")
+    await c.kill(active)
+    await asyncio.sleep(SESSION_MS / 1000 + 2)
+    await prod.wait_acks(50)
+    c.start(active)
+    await c.wait_healthy("the controller's restart")
+
+
+async def cut_follower(c, prod):
+    leader, replicas, _ = (await c.metadata())[0]
+    follower = next(r for r in replicas if r != leader)
+    log(f"fault: cut follower {follower} of partition 0 off for {2 * LAG_MS} ms (past the lag time)")
+    c.isolate(follower)
+    await asyncio.sleep(2 * LAG_MS / 1000)
+    md = await c.metadata()
+    if follower in md[0][2]:
+        raise Failure(f"follower {follower} still in the ISR of partition 0 after {2 * LAG_MS} ms cut off: {md}")
+    await prod.wait_acks(50)
+    c.isolate(follower, False)
+    await c.wait_healthy("healing the follower")
+
+
+async def cut_leader(c, prod):
+    leader = await c.leader(0)
+    log(f"fault: cut the leader of partition 0 (node {leader}) off from the other brokers, not from clients")
+    c.isolate(leader)
+    await c.wait_leader_moves(leader, "cutting it off")
+    await prod.wait_acks(50)
+    c.isolate(leader, False)
+    await c.wait_healthy("healing the old leader")
+
+
+async def lose_two(c, prod):
+    keep = random.choice(NODES)
+    lost = [i for i in NODES if i != keep]
+    log(f"fault: kill -9 nodes {lost}; writes must not be acknowledged")
+    for i in lost:
+        await c.kill(i)
+    t0 = time.time()
+    await asyncio.sleep(8)
+    # Acks already on the wire when the kill landed are allowed in the first second.
+    late = prod.acks_between(t0 + 1, time.time())
+    if late:
+        raise Failure(f"{len(late)} records acknowledged with two of three brokers down, e.g. {late[:5]}")
+    log("no acknowledgements while two brokers were down")
+    for i in lost:
+        c.start(i)
+    await c.wait_healthy("restarting two brokers")
+    await prod.wait_acks(50, timeout=120)
+
+
+async def stop_leader(c, prod):
+    leader = await c.leader(0)
+    log(f"fault: SIGSTOP the leader of partition 0 (node {leader}) past the session timeout")
+    await c.kill(leader, signal.SIGSTOP)
+    await c.wait_leader_moves(leader, "stopping it")
+    await asyncio.sleep(SESSION_MS / 1000)
+    await prod.wait_acks(50)
+    await c.kill(leader, signal.SIGCONT)
+    await c.wait_healthy("resuming the stopped leader")
+
+
+async def rolling_restart(c, prod):
+    log("fault: rolling restart (SIGTERM, controlled shutdown, start) of every node")
+    for i in NODES:
+        await c.kill(i, signal.SIGTERM)
+        c.start(i)
+        await c.wait_healthy(f"restarting node {i}")
+        await prod.wait_acks(20)
+
+
+async def preferred_election(c, prod):
+    """Not a fault: kafka-leader-election moves every leadership back to the preferred
+    replica (after the faults above, most have moved)."""
+    out = await run([str(KAFKA_RUN), "org.apache.kafka.tools.LeaderElectionCommand", "--bootstrap-server",
+                     c.bootstrap(), "--election-type", "PREFERRED", "--all-topic-partitions"],
+                    timeout=120, check=False)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        views = [await c.view(i) for i in NODES]
+        if all(len(v) == PARTITIONS and all(l == r[0] for l, r, _ in v.values()) for v in views):
+            log("kafka-leader-election: every partition led by its preferred replica")
+            return
+        await asyncio.sleep(0.5)
+    raise Failure(f"leaders not preferred after kafka-leader-election ({out.strip()[-300:]}): {await c.metadata()}")
+
+
+FAULTS = [kill_leader, kill_controller, cut_follower, cut_leader, lose_two, stop_leader, rolling_restart]
+
+
+# ---- checks ------------------------------------------------------------------------------
+
+async def read_back(c):
+    out = await run(["kcat", "-C", "-b", c.bootstrap(), "-t", TOPIC, "-o", "beginning", "-e", "-q",
+                     "-f", "%p %o %s\\n"], timeout=120)
+    log_ = {}
+    for line in out.splitlines():
+        p, o, v = line.split(" ", 2)
+        log_[(int(p), int(o))] = v
+    return log_
+
+
+def check(prod, records):
+    problems = []
+    for key, value in sorted(prod.acked.items()):
+        got = records.get(key)
+        if got != value:
+            problems.append(f"acknowledged {value} at {key}, read {got!r}")
+    seen = {}
+    for key, value in records.items():
+        if value in seen:
+            problems.append(f"value {value} at {seen[value]} and {key}")
+        seen[value] = key
+    for p in range(PARTITIONS):
+        values = [int(v) for (q, _), v in sorted(records.items()) if q == p]
+        for a, b in zip(values, values[1:]):
+            if b < a:
+                problems.append(f"partition {p}: {b} after {a}")
+                break
+    return problems
+
+
+async def compare_replicas(c):
+    dumps = {}
+    for i in NODES:
+        data = c.dir / f"n{i}" / "data"
+        if c.kafka:
+            lines = []
+            for p in range(PARTITIONS):
+                files = sorted(str(f) for f in (data / f"{TOPIC}-{p}").glob("*.log"))
+                out = await run(["java", "-Xmx256M", "-cp", f"{JAVA_LIB}/*", "kafka.tools.DumpLogSegments",
+                                 "--files", ",".join(files)], timeout=120)
+                for line in out.splitlines():
+                    if line.startswith("baseOffset:"):
+                        f = dict(re.findall(r"(\w+): (\S+)", line))
+                        lines.append(f"{TOPIC} {p} {f['baseOffset']} {f['lastOffset']} "
+                                     f"{f['partitionLeaderEpoch']} {int(f['crc']):08x}")
+            dumps[i] = lines
+        else:
+            out = await run([c.binary, "dump-log", str(data), TOPIC], timeout=60)
+            dumps[i] = out.splitlines()
+    first = dumps[NODES[0]]
+    bad = [i for i in NODES if dumps[i] != first]
+    if bad:
+        for i in bad:
+            diff = next((k for k, (a, b) in enumerate(zip(first, dumps[i])) if a != b), min(len(first), len(dumps[i])))
+            raise Failure(f"replica on node {i} differs from node {NODES[0]} at batch {diff}: "
+                          f"{dumps[i][diff:diff + 1]} vs {first[diff:diff + 1]} ({len(dumps[i])} vs {len(first)} batches)")
+    return len(first)
+
+
+async def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("binary")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--keep", action="store_true", help="keep the work dir (logs, data)")
+    ap.add_argument("--faults", help="comma-separated fault names to run (default: all)")
+    ap.add_argument("--kafka", action="store_true", help="run against Apache Kafka brokers (baseline)")
+    args = ap.parse_args()
+    random.seed(args.seed)
+    work = Path(tempfile.mkdtemp(prefix="cairn-faults-"))
+    log(f"work dir {work}, seed {args.seed}, rounds {args.rounds}")
+    c = Cluster(os.path.abspath(args.binary), work, kafka=args.kafka)
+    if args.kafka:
+        await run([str(ROOT / "compat-tests" / "java" / "setup.sh")], timeout=900)
+        import base64
+        c.cluster_id = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=").replace("-", "A")
+    await c.start_proxies()
+    ok = False
+    prod = None
+    try:
+        for i in NODES:
+            c.start(i)
+        deadline = time.time() + 60
+        while True:
+            out = await run([str(KAFKA_RUN), "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", c.bootstrap(),
+                             "--create", "--if-not-exists", "--topic", TOPIC, "--partitions", str(PARTITIONS),
+                             "--replication-factor", "3", "--config", "min.insync.replicas=2"],
+                            timeout=120, check=False)
+            if (await c.metadata()) or time.time() > deadline:
+                break
+            await asyncio.sleep(1)
+        await c.wait_healthy("creating the topic")
+        prod = Producer(c, work)
+        await prod.start()
+        await prod.wait_acks(200, timeout=120)
+        done = []
+        chosen = [f for f in FAULTS if not args.faults or f.__name__ in args.faults.split(",")]
+        for r in range(args.rounds):
+            faults = chosen if r == 0 else random.sample(chosen, len(chosen))
+            for f in faults:
+                await f(c, prod)
+                done.append(f.__name__)
+        await preferred_election(c, prod)
+        await prod.wait_acks(100)
+        await prod.stop()
+        await c.wait_healthy("the last fault")
+        records = await read_back(c)
+        problems = check(prod, records)
+        log(f"producer: {len(prod.acked)} acknowledged, {prod.errors} send errors; read back {len(records)} records")
+        for i in NODES:
+            await c.kill(i, signal.SIGTERM)
+        batches = await compare_replicas(c)
+        log(f"replicas identical on all nodes: {batches} batches")
+        if problems:
+            for p in problems[:20]:
+                log(f"PROBLEM: {p}")
+            raise Failure(f"{len(problems)} problems in what was read back")
+        log(f"PASS: {len(done)} faults ({', '.join(done)}); every acknowledged record present, "
+            "no duplicates, order kept, replicas identical")
+        ok = True
+    except Failure as e:
+        log(f"FAIL: {e}")
+    finally:
+        if prod is not None and prod.proc.returncode is None:
+            prod.proc.kill()
+        for i in NODES:
+            await c.kill(i, signal.SIGCONT)
+            await c.kill(i)
+        if not ok:
+            for i in NODES:
+                logf = work / f"n{i}" / "broker.log"
+                if logf.exists():
+                    print(f"---- node {i} log (tail) ----")
+                    print("\n".join(logf.read_text(errors="replace").splitlines()[-40:]))
+        if ok and not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            log(f"kept {work}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
