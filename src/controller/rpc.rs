@@ -150,29 +150,27 @@ impl ControllerClient {
             // A voter that is stopped (SIGSTOP, a hung host) still accepts connections, so
             // each attempt is bounded well under a broker session; then the next voter.
             let attempt = deadline.min(Instant::now() + ATTEMPT_TIMEOUT);
-            let answer = tokio::time::timeout_at(attempt, Self::call_one(&voter, &req)).await;
+            let answer = tokio::time::timeout_at(attempt, Self::call_one(&voter, &req))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "no answer in time",
+                    ))
+                });
             match answer {
-                Err(_) => {
-                    tracing::debug!(voter = voter.id, "controller call timed out");
-                    self.set_leader(None);
-                    next = self
-                        .voters
-                        .iter()
-                        .position(|v| v.id == voter.id)
-                        .unwrap_or(next);
-                }
-                Ok(Ok(BrokerReply::NotController { leader })) => {
+                Ok(BrokerReply::NotController { leader }) => {
                     let hint = leader.filter(|l| *l != voter.id);
                     self.set_leader(hint);
                     if hint.is_none() {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 }
-                Ok(Ok(reply)) => {
+                Ok(reply) => {
                     self.set_leader(Some(voter.id));
                     return Some(reply);
                 }
-                Ok(Err(e)) => {
+                Err(e) => {
                     tracing::debug!(voter = voter.id, error = %e, "controller call failed");
                     self.set_leader(None);
                     next = self
@@ -180,7 +178,10 @@ impl ControllerClient {
                         .iter()
                         .position(|v| v.id == voter.id)
                         .unwrap_or(next);
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    // A timeout already waited; a refused or broken connection waits a bit.
+                    if e.kind() != std::io::ErrorKind::TimedOut {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
                 }
             }
             if Instant::now() >= deadline {
