@@ -157,17 +157,35 @@ impl Broker {
             .unwrap_or(self.node_id())
     }
 
-    /// The broker that coordinates groups, as (id, host, port) for a client on `listener`:
-    /// this one on a single node; in a cluster, for now, the live broker with the lowest id
-    /// (group state is not replicated yet).
-    pub fn group_coordinator(&self, listener: &str) -> (i32, String, u16) {
+    /// The broker that coordinates `group`, as (id, host, port) for a client on `listener`:
+    /// this one on a single node; in a cluster, the leader of the group's
+    /// `__consumer_offsets` partition.
+    pub async fn group_coordinator(
+        &self,
+        group: &str,
+        listener: &str,
+    ) -> std::result::Result<(i32, String, u16), kafka_protocol::ResponseError> {
         if let Some(c) = self.cluster() {
-            if let Some(b) = c.live_brokers(listener).into_iter().min_by_key(|b| b.0) {
-                return b;
-            }
+            return c.group_coordinator(self, group, listener).await;
         }
         let adv = self.advertised(listener);
-        (self.node_id(), adv.host.clone(), adv.port)
+        Ok((self.node_id(), adv.host.clone(), adv.port))
+    }
+
+    /// Whether this broker coordinates `group` (always, on a single node).
+    pub fn check_coordinator(
+        &self,
+        group: &str,
+    ) -> std::result::Result<(), kafka_protocol::ResponseError> {
+        match self.cluster() {
+            Some(c) => c.groups.check(group),
+            None => Ok(()),
+        }
+    }
+
+    /// The metadata store (topics, ids, counters).
+    pub fn meta(&self) -> &Arc<dyn MetaStore> {
+        &self.meta
     }
 
     /// A partition this broker leads, or UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER.

@@ -66,6 +66,8 @@ pub struct ClusterConfig {
     /// The controller listeners taken out of `listeners`.
     pub controller_listeners: Vec<Listener>,
     pub offsets_topic_replication_factor: i16,
+    /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` when created.
+    pub offsets_topic_num_partitions: i32,
     pub unclean_leader_election_enable: bool,
     pub replica_lag_time_max_ms: u64,
     pub broker_session_timeout_ms: u64,
@@ -279,6 +281,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "controller.listener.names",
     "inter.broker.listener.name",
     "offsets.topic.replication.factor",
+    "offsets.topic.num.partitions",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
     "unclean.leader.election.enable",
@@ -659,6 +662,8 @@ fn parse_cluster(
             1,
             i16::MAX as i64,
         )? as i16,
+        offsets_topic_num_partitions: p.int_or("offsets.topic.num.partitions", 50, 1, 10_000)?
+            as i32,
         unclean_leader_election_enable: p.bool_or("unclean.leader.election.enable", false)?,
         replica_lag_time_max_ms: p.int_or("replica.lag.time.max.ms", 30_000, 1, i64::MAX)? as u64,
         broker_session_timeout_ms: session,

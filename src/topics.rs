@@ -81,6 +81,11 @@ pub struct Topic {
 }
 
 impl Topic {
+    /// Kafka's internal topics (here `__consumer_offsets`): written only by the broker.
+    pub fn is_internal(&self) -> bool {
+        self.name == crate::replication::groups::OFFSETS_TOPIC
+    }
+
     pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {
         usize::try_from(index)
             .ok()

@@ -3,15 +3,18 @@
 //! group answers, runs the timers (sessions, rebalance deadlines, offset retention) and
 //! writes what the groups say to persist through a [`GroupStore`].
 //!
-//! This broker is the coordinator of every group (FindCoordinator answers with itself).
-//! All groups sit behind one mutex: every operation on a group is a few map updates, and
-//! the store write under it is one unsynced RocksDB WriteBatch.
+//! On a single node this broker coordinates every group and writes straight to its
+//! [`GroupStore`]. In a cluster it holds only the groups whose `__consumer_offsets`
+//! partition it leads ([`Coordinator::load`] / [`Coordinator::unload`]), and its changes go
+//! through a [`GroupLog`] that replicates them before they count as written.
+//! All groups sit behind one mutex: every operation on a group is a few map updates; the
+//! write under it is one unsynced RocksDB WriteBatch, or a queued append.
 
 pub mod consumer;
 pub mod group;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -39,9 +42,34 @@ pub struct CoordinatorConfig {
     pub consumer_heartbeat_interval: Duration,
 }
 
+/// Where a replicated coordinator sends its changes: they count as written once the
+/// group's `__consumer_offsets` partition has committed them.
+pub trait GroupLog: Send + Sync + 'static {
+    /// Queues `changes` of `group_id` behind the ones before; the receiver answers whether
+    /// they were committed (false: they were not, and the partition's groups are reloaded).
+    fn submit(&self, group_id: &str, changes: Vec<GroupChange>) -> oneshot::Receiver<bool>;
+}
+
+/// Whether a change was written: at once (straight to the store) or once replicated.
+enum Written {
+    Now(bool),
+    Later(oneshot::Receiver<bool>),
+}
+
+impl Written {
+    async fn wait(self) -> bool {
+        match self {
+            Written::Now(ok) => ok,
+            Written::Later(rx) => rx.await.unwrap_or(false),
+        }
+    }
+}
+
 pub struct Coordinator {
     inner: Mutex<Inner>,
     store: Arc<dyn GroupStore>,
+    /// Set in a cluster: changes are replicated through it rather than written to `store`.
+    log: OnceLock<Arc<dyn GroupLog>>,
     config: CoordinatorConfig,
     /// Wakes the timer task when a deadline may have moved earlier.
     wake: Notify,
@@ -95,38 +123,51 @@ pub struct ConsumerDescribed {
 impl Coordinator {
     /// Loads every stored group and committed offset.
     pub fn open(store: Arc<dyn GroupStore>, config: CoordinatorConfig) -> Result<Coordinator> {
-        let now = Instant::now();
-        let mut groups: HashMap<String, Group> = HashMap::new();
-        for (key, value) in store.load_groups(GroupCf::Groups)? {
-            let id = String::from_utf8(key)
-                .map_err(|_| Error::Storage("group id is not UTF-8".into()))?;
-            let record: GroupRecord = serde_json::from_slice(&value)
-                .map_err(|e| Error::Storage(format!("group {id}: {e}")))?;
-            groups.insert(id.clone(), Group::restore(&id, record, config.limits, now));
-        }
-        let mut offsets = 0usize;
-        for (key, value) in store.load_groups(GroupCf::Offsets)? {
-            let (group, topic, partition) = decode_offset_key(&key)
-                .ok_or_else(|| Error::Storage("malformed offset key".into()))?;
-            let committed = decode_committed(&value)
-                .ok_or_else(|| Error::Storage(format!("malformed offset of group {group}")))?;
-            groups
-                .entry(group.clone())
-                .or_insert_with(|| Group::new(&group, config.limits, now))
-                .offsets
-                .insert((topic, partition), committed);
-            offsets += 1;
-        }
-        tracing::info!(groups = groups.len(), offsets, "group coordinator loaded");
+        let groups = read_groups(store.as_ref(), config.limits, &|_| true)?;
+        tracing::info!(groups = groups.len(), "group coordinator loaded");
         Ok(Coordinator {
             inner: Mutex::new(Inner {
                 groups,
                 ..Default::default()
             }),
             store,
+            log: OnceLock::new(),
             config,
             wake: Notify::new(),
         })
+    }
+
+    /// The local store: on a single node the state itself; in a cluster the state of the
+    /// `__consumer_offsets` records this broker has applied.
+    pub fn store(&self) -> &Arc<dyn GroupStore> {
+        &self.store
+    }
+
+    /// Switches to replicated writes (once, on joining a cluster) and forgets every group:
+    /// from now on groups are loaded per partition this broker leads.
+    pub fn replicate_through(&self, log: Arc<dyn GroupLog>) {
+        let _ = self.log.set(log);
+        self.unload(&|_| true);
+    }
+
+    /// Loads the stored groups `mine` selects, replacing what memory held of them.
+    pub fn load(&self, mine: &dyn Fn(&str) -> bool) -> Result<usize> {
+        let loaded = read_groups(self.store.as_ref(), self.config.limits, mine)?;
+        let n = loaded.len();
+        self.unload(mine);
+        self.lock().groups.extend(loaded);
+        self.wake.notify_one();
+        Ok(n)
+    }
+
+    /// Forgets the groups `gone` selects; their parked JoinGroup/SyncGroup callers get
+    /// COORDINATOR_NOT_AVAILABLE and look for the coordinator again.
+    pub fn unload(&self, gone: &dyn Fn(&str) -> bool) {
+        let mut inner = self.lock();
+        inner.groups.retain(|id, _| !gone(id));
+        inner.consumers.retain(|id, _| !gone(id));
+        inner.joins.retain(|(id, _), _| !gone(id));
+        inner.syncs.retain(|(id, _), _| !gone(id));
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -230,8 +271,9 @@ impl Coordinator {
         results
     }
 
-    /// OffsetCommit: checks the member and generation, then stores every offset.
-    pub fn commit(
+    /// OffsetCommit: checks the member and generation, then stores every offset (in a
+    /// cluster: answers once they are replicated).
+    pub async fn commit(
         &self,
         group_id: &str,
         member: &str,
@@ -239,6 +281,21 @@ impl Coordinator {
         generation: i32,
         offsets: Vec<(String, i32, Committed)>,
     ) -> std::result::Result<(), ResponseError> {
+        self.commit_now(group_id, member, instance_id, generation, offsets)?
+            .wait()
+            .await
+            .then_some(())
+            .ok_or(ResponseError::CoordinatorNotAvailable)
+    }
+
+    fn commit_now(
+        &self,
+        group_id: &str,
+        member: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        offsets: Vec<(String, i32, Committed)>,
+    ) -> std::result::Result<Written, ResponseError> {
         let mut inner = self.lock();
         let limits = self.config.limits;
         let consumer_check = inner
@@ -257,11 +314,7 @@ impl Coordinator {
         for (topic, partition, c) in offsets {
             g.commit(&topic, partition, c);
         }
-        if self.settle(&mut inner, group_id) {
-            Ok(())
-        } else {
-            Err(ResponseError::CoordinatorNotAvailable)
-        }
+        Ok(self.settle(&mut inner, group_id))
     }
 
     /// The committed offsets of a group: all of them, or those of `wanted` topics and
@@ -298,11 +351,25 @@ impl Coordinator {
     }
 
     /// OffsetDelete: refused for topics the group's members still subscribe to.
-    pub fn delete_offsets(
+    pub async fn delete_offsets(
         &self,
         group_id: &str,
         topics: &[(String, Vec<i32>)],
     ) -> std::result::Result<Vec<(String, i32, Option<ResponseError>)>, ResponseError> {
+        let (out, written) = self.delete_offsets_now(group_id, topics)?;
+        match written.wait().await {
+            true => Ok(out),
+            false => Err(ResponseError::CoordinatorNotAvailable),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn delete_offsets_now(
+        &self,
+        group_id: &str,
+        topics: &[(String, Vec<i32>)],
+    ) -> std::result::Result<(Vec<(String, i32, Option<ResponseError>)>, Written), ResponseError>
+    {
         let mut inner = self.lock();
         let g = inner
             .groups
@@ -338,8 +405,7 @@ impl Coordinator {
                 }
             }
         }
-        self.settle(&mut inner, group_id);
-        Ok(out)
+        Ok((out, self.settle(&mut inner, group_id)))
     }
 
     /// Every live group (classic or KIP-848) with its members and committed offsets.
@@ -415,7 +481,15 @@ impl Coordinator {
     }
 
     /// DeleteGroups for one group.
-    pub fn delete_group(&self, group_id: &str) -> std::result::Result<(), ResponseError> {
+    pub async fn delete_group(&self, group_id: &str) -> std::result::Result<(), ResponseError> {
+        self.delete_group_now(group_id)?
+            .wait()
+            .await
+            .then_some(())
+            .ok_or(ResponseError::CoordinatorNotAvailable)
+    }
+
+    fn delete_group_now(&self, group_id: &str) -> std::result::Result<Written, ResponseError> {
         let mut inner = self.lock();
         if let Some(c) = inner.consumers.get(group_id) {
             if !c.is_empty() {
@@ -423,7 +497,7 @@ impl Coordinator {
             }
             inner.consumers.remove(group_id);
             if !inner.groups.contains_key(group_id) {
-                return Ok(());
+                return Ok(Written::Now(true));
             }
         }
         let g = inner
@@ -436,8 +510,7 @@ impl Coordinator {
             _ => return Err(ResponseError::NonEmptyGroup),
         }
         g.delete();
-        self.settle(&mut inner, group_id);
-        Ok(())
+        Ok(self.settle(&mut inner, group_id))
     }
 
     /// ConsumerGroupHeartbeat (KIP-848). `partitions` gives a topic's partition count.
@@ -507,11 +580,11 @@ impl Coordinator {
         })
     }
 
-    /// Delivers a group's delayed answers and writes what it wants persisted; forgets dead
-    /// groups. False when the write failed.
-    fn settle(&self, inner: &mut Inner, group_id: &str) -> bool {
+    /// Delivers a group's delayed answers and writes what it wants persisted (or queues it
+    /// for replication); forgets dead groups.
+    fn settle(&self, inner: &mut Inner, group_id: &str) -> Written {
         let Some(g) = inner.groups.get_mut(group_id) else {
-            return true;
+            return Written::Now(true);
         };
         let replies = g.take_replies();
         let persist = g.take_persist();
@@ -534,17 +607,20 @@ impl Coordinator {
             inner.groups.remove(group_id);
         }
         if persist.is_empty() {
-            return true;
+            return Written::Now(true);
         }
         let changes: Vec<GroupChange> = persist
             .into_iter()
             .map(|p| encode_change(group_id, p))
             .collect();
+        if let Some(log) = self.log.get() {
+            return Written::Later(log.submit(group_id, changes));
+        }
         match self.store.write_groups(&changes) {
-            Ok(()) => true,
+            Ok(()) => Written::Now(true),
             Err(e) => {
                 tracing::error!(group = group_id, error = %e, "cannot store group state");
-                false
+                Written::Now(false)
             }
         }
     }
@@ -601,6 +677,41 @@ impl Coordinator {
         inner.joins.clear();
         inner.syncs.clear();
     }
+}
+
+/// The stored groups (with their committed offsets) whose ids `wanted` selects.
+fn read_groups(
+    store: &dyn GroupStore,
+    limits: GroupLimits,
+    wanted: &dyn Fn(&str) -> bool,
+) -> Result<HashMap<String, Group>> {
+    let now = Instant::now();
+    let mut groups: HashMap<String, Group> = HashMap::new();
+    for (key, value) in store.load_groups(GroupCf::Groups)? {
+        let id =
+            String::from_utf8(key).map_err(|_| Error::Storage("group id is not UTF-8".into()))?;
+        if !wanted(&id) {
+            continue;
+        }
+        let record: GroupRecord = serde_json::from_slice(&value)
+            .map_err(|e| Error::Storage(format!("group {id}: {e}")))?;
+        groups.insert(id.clone(), Group::restore(&id, record, limits, now));
+    }
+    for (key, value) in store.load_groups(GroupCf::Offsets)? {
+        let (group, topic, partition) =
+            decode_offset_key(&key).ok_or_else(|| Error::Storage("malformed offset key".into()))?;
+        if !wanted(&group) {
+            continue;
+        }
+        let committed = decode_committed(&value)
+            .ok_or_else(|| Error::Storage(format!("malformed offset of group {group}")))?;
+        groups
+            .entry(group.clone())
+            .or_insert_with(|| Group::new(&group, limits, now))
+            .offsets
+            .insert((topic, partition), committed);
+    }
+    Ok(groups)
 }
 
 /// An answer now (`Ok`), or a receiver for it, registered under the waiting member.
@@ -800,25 +911,28 @@ mod tests {
                 },
             )],
         )
+        .await
         .unwrap_err(); // CompletingRebalance: REBALANCE_IN_PROGRESS
         let c_after = Coordinator::open(store.clone(), config()).unwrap();
         assert_eq!(c_after.committed("g", None).len(), 0);
-        let simple = c.commit(
-            "solo",
-            "",
-            None,
-            -1,
-            vec![(
-                "t".into(),
-                0,
-                Committed {
-                    offset: 10,
-                    leader_epoch: -1,
-                    metadata: Some("m".into()),
-                    commit_ms: now_ms(),
-                },
-            )],
-        );
+        let simple = c
+            .commit(
+                "solo",
+                "",
+                None,
+                -1,
+                vec![(
+                    "t".into(),
+                    0,
+                    Committed {
+                        offset: 10,
+                        leader_epoch: -1,
+                        metadata: Some("m".into()),
+                        commit_ms: now_ms(),
+                    },
+                )],
+            )
+            .await;
         assert_eq!(simple, Ok(()));
         let reopened = Coordinator::open(store, config()).unwrap();
         let got = reopened.committed("solo", Some(vec![("t".into(), vec![0, 1])]));
@@ -830,15 +944,84 @@ mod tests {
             1,
             "the group record of generation 1 came back"
         );
-        assert_eq!(reopened.delete_group("solo"), Ok(()));
+        assert_eq!(reopened.delete_group("solo").await, Ok(()));
         assert!(reopened.committed("solo", None).is_empty());
         assert_eq!(
-            reopened.delete_group("g"),
+            reopened.delete_group("g").await,
             Err(ResponseError::NonEmptyGroup)
         );
         assert_eq!(
-            reopened.delete_group("nope"),
+            reopened.delete_group("nope").await,
             Err(ResponseError::GroupIdNotFound)
+        );
+    }
+
+    /// A [`GroupLog`] that answers as told and applies what it accepts to the store, as
+    /// the replicated one does once the ISR holds the records.
+    struct Answering {
+        store: Arc<MemoryStore>,
+        accept: std::sync::atomic::AtomicBool,
+    }
+
+    impl GroupLog for Answering {
+        fn submit(&self, _group: &str, changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {
+            let (tx, rx) = oneshot::channel();
+            let ok = self.accept.load(std::sync::atomic::Ordering::SeqCst);
+            if ok {
+                self.store.write_groups(&changes).unwrap();
+            }
+            tx.send(ok).unwrap();
+            rx
+        }
+    }
+
+    fn offset(o: i64) -> Vec<(String, i32, Committed)> {
+        vec![(
+            "t".into(),
+            0,
+            Committed {
+                offset: o,
+                leader_epoch: -1,
+                metadata: None,
+                commit_ms: now_ms(),
+            },
+        )]
+    }
+
+    #[tokio::test]
+    async fn replicated_writes_answer_once_the_log_does_and_groups_load_per_partition() {
+        let store = Arc::new(MemoryStore::default());
+        let c = Coordinator::open(store.clone(), config()).unwrap();
+        c.commit("a", "", None, -1, offset(1)).await.unwrap();
+        let log = Arc::new(Answering {
+            store: store.clone(),
+            accept: true.into(),
+        });
+        c.replicate_through(log.clone());
+        assert!(c.list().is_empty(), "nothing is coordinated until loaded");
+        c.commit("b", "", None, -1, offset(2)).await.unwrap();
+        log.accept.store(false, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            c.commit("b", "", None, -1, offset(3)).await,
+            Err(ResponseError::CoordinatorNotAvailable),
+            "a write the log refused is not acknowledged"
+        );
+        // Reloading "b" (as the partition's reload does) drops what was not written.
+        assert_eq!(c.load(&|g| g == "b").unwrap(), 1);
+        let got = c.committed("b", None);
+        assert_eq!(got[0].2.as_ref().map(|c| c.offset), Some(2));
+        assert!(c.committed("a", None).is_empty(), "a is not loaded");
+        assert_eq!(c.load(&|g| g == "a").unwrap(), 1);
+        assert_eq!(
+            c.committed("a", None)[0].2.as_ref().map(|c| c.offset),
+            Some(1)
+        );
+        c.unload(&|g| g == "a");
+        assert!(c.committed("a", None).is_empty());
+        assert_eq!(
+            c.committed("b", None).len(),
+            1,
+            "unload spares other groups"
         );
     }
 

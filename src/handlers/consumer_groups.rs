@@ -49,6 +49,9 @@ pub async fn heartbeat(
     if req.group_id.is_empty() {
         return error_response(ResponseError::InvalidRequest, "GroupId can't be empty.");
     }
+    if let Err(e) = broker.check_coordinator(&req.group_id) {
+        return error_response(e, e.to_string());
+    }
     // KIP-1082: from v1 the client makes up its member id, even to join.
     if ctx.version >= 1 && req.member_id.is_empty() {
         return error_response(ResponseError::InvalidRequest, "MemberId can't be empty.");
@@ -139,6 +142,9 @@ pub async fn describe(
                 } else {
                     OPERATIONS_UNKNOWN
                 });
+            if let Err(e) = broker.check_coordinator(id) {
+                return base.with_error_code(e.code());
+            }
             let Some(d) = broker.groups.consumer_describe(id) else {
                 return base
                     .with_error_code(ResponseError::GroupIdNotFound.code())

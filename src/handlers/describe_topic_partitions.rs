@@ -97,6 +97,7 @@ pub async fn handle(
             DescribeTopicPartitionsResponseTopic::default()
                 .with_name(Some(topic_name(&t.name)))
                 .with_topic_id(t.id)
+                .with_is_internal(t.is_internal())
                 .with_partitions(partitions)
                 .with_topic_authorized_operations(TOPIC_OPERATIONS_ALL),
         );

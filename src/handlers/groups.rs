@@ -35,46 +35,47 @@ pub async fn find_coordinator(
     ctx: &RequestContext<'_>,
     req: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let (coordinator, host, port) = broker.group_coordinator(&ctx.conn.listener);
-    // One broker coordinates every group. Transactions are not served yet: say so with a
-    // non-retriable error so a transactional producer fails at once, not after a timeout.
-    let answer = |key_type: i8| -> Result<(), (ResponseError, &'static str)> {
-        match key_type {
-            0 => Ok(()),
+    // Transactions are not served yet: say so with a non-retriable error so a
+    // transactional producer fails at once, not after a timeout.
+    let find = |key: String| async move {
+        match req.key_type {
+            0 => broker
+                .group_coordinator(&key, &ctx.conn.listener)
+                .await
+                .map_err(|e| (e, None)),
             1 => Err((
                 ResponseError::InvalidRequest,
-                "transactions are not supported by this broker yet",
+                Some("transactions are not supported by this broker yet"),
             )),
             _ => Err((
                 ResponseError::InvalidRequest,
-                "unsupported coordinator key type",
+                Some("unsupported coordinator key type"),
             )),
         }
     };
     if ctx.version >= 4 {
-        let coordinators = req
-            .coordinator_keys
-            .iter()
-            .map(|key| {
-                let c = CoordinatorEntry::default().with_key(key.clone());
-                match answer(req.key_type) {
-                    Ok(()) => c
-                        .with_node_id(broker_id(coordinator))
-                        .with_host(str_bytes(host.clone()))
-                        .with_port(port as i32),
-                    Err((e, msg)) => c
-                        .with_node_id(broker_id(-1))
-                        .with_port(-1)
-                        .with_error_code(e.code())
-                        .with_error_message(Some(str_bytes(msg))),
-                }
-            })
-            .collect();
+        let mut coordinators = Vec::with_capacity(req.coordinator_keys.len());
+        for key in &req.coordinator_keys {
+            let c = CoordinatorEntry::default().with_key(key.clone());
+            coordinators.push(match find(key.to_string()).await {
+                Ok((id, host, port)) => c
+                    .with_node_id(broker_id(id))
+                    .with_host(str_bytes(host))
+                    .with_port(port as i32),
+                Err((e, msg)) => c
+                    .with_node_id(broker_id(-1))
+                    .with_port(-1)
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(
+                        msg.map_or_else(|| e.to_string(), str::to_string),
+                    ))),
+            });
+        }
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    match answer(req.key_type) {
-        Ok(()) => FindCoordinatorResponse::default()
-            .with_node_id(broker_id(coordinator))
+    match find(req.key.to_string()).await {
+        Ok((id, host, port)) => FindCoordinatorResponse::default()
+            .with_node_id(broker_id(id))
             .with_host(str_bytes(host))
             .with_port(port as i32),
         Err((e, msg)) => {
@@ -83,7 +84,7 @@ pub async fn find_coordinator(
                 .with_node_id(broker_id(-1))
                 .with_port(-1);
             if ctx.version >= 1 {
-                r.with_error_message(Some(str_bytes(msg)))
+                r.with_error_message(msg.map(str_bytes))
             } else {
                 r
             }
@@ -100,6 +101,8 @@ pub async fn join_group(
     let group = req.group_id.to_string();
     let result = if group.is_empty() {
         crate::coordinator::group::JoinResult::error(ResponseError::InvalidGroupId, &req.member_id)
+    } else if let Err(e) = broker.check_coordinator(&group) {
+        crate::coordinator::group::JoinResult::error(e, &req.member_id)
     } else {
         let ms = |v: i32| Duration::from_millis(v.max(0) as u64);
         let rebalance = if v >= 1 && req.rebalance_timeout_ms > 0 {
@@ -164,6 +167,8 @@ pub async fn sync_group(
     let group = req.group_id.to_string();
     let result = if group.is_empty() {
         crate::coordinator::group::SyncResult::error(ResponseError::InvalidGroupId)
+    } else if let Err(e) = broker.check_coordinator(&group) {
+        crate::coordinator::group::SyncResult::error(e)
     } else {
         let assignments = req
             .assignments
@@ -201,6 +206,8 @@ pub async fn heartbeat(
 ) -> HeartbeatResponse {
     let result = if req.group_id.is_empty() {
         Err(ResponseError::InvalidGroupId)
+    } else if let Err(e) = broker.check_coordinator(&req.group_id) {
+        Err(e)
     } else {
         broker.groups.heartbeat(
             &req.group_id,
@@ -219,6 +226,9 @@ pub async fn leave_group(
 ) -> LeaveGroupResponse {
     if req.group_id.is_empty() {
         return LeaveGroupResponse::default().with_error_code(ResponseError::InvalidGroupId.code());
+    }
+    if let Err(e) = broker.check_coordinator(&req.group_id) {
+        return LeaveGroupResponse::default().with_error_code(e.code());
     }
     if ctx.version < 3 {
         let results = broker
@@ -304,6 +314,9 @@ pub async fn describe_groups(
             } else {
                 base
             };
+            if let Err(e) = broker.check_coordinator(id) {
+                return base.with_error_code(e.code());
+            }
             let Some(d) = broker.groups.describe(id) else {
                 // Kafka 4 (KIP-1043): v6 says GROUP_ID_NOT_FOUND, older versions "Dead".
                 let dead = base.with_group_state(str_bytes(GroupState::Dead.name()));
@@ -352,19 +365,21 @@ pub async fn delete_groups(
     _ctx: &RequestContext<'_>,
     req: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
-    let results = req
-        .groups_names
-        .iter()
-        .map(|id| {
-            let error = if id.is_empty() {
-                Some(ResponseError::InvalidGroupId)
-            } else {
-                broker.groups.delete_group(id).err()
-            };
+    let mut results = Vec::with_capacity(req.groups_names.len());
+    for id in &req.groups_names {
+        let error = if id.is_empty() {
+            Err(ResponseError::InvalidGroupId)
+        } else {
+            match broker.check_coordinator(id) {
+                Ok(()) => broker.groups.delete_group(id).await,
+                Err(e) => Err(e),
+            }
+        };
+        results.push(
             DeletableGroupResult::default()
                 .with_group_id(id.clone())
-                .with_error_code(code(error))
-        })
-        .collect();
+                .with_error_code(code(error.err())),
+        );
+    }
     DeleteGroupsResponse::default().with_results(results)
 }

@@ -171,6 +171,7 @@ fn describe(t: &Topic, node: i32, ops: i32) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(topic_name(&t.name)))
         .with_topic_id(t.id)
+        .with_is_internal(t.is_internal())
         .with_partitions(
             t.partitions
                 .iter()

@@ -39,6 +39,7 @@ pub async fn commit(
     // Per partition: Err(code) decided up front, or Ok(offset) to commit.
     type Checked = Vec<(i32, Result<Committed, ResponseError>)>;
     let mut results: Vec<(String, Checked)> = Vec::new();
+    let coordinator = broker.check_coordinator(&req.group_id);
     for t in &req.topics {
         let parts = t
             .partitions
@@ -46,6 +47,8 @@ pub async fn commit(
             .map(|p| {
                 let checked = if req.group_id.is_empty() {
                     Err(ResponseError::InvalidGroupId)
+                } else if let Err(e) = coordinator {
+                    Err(e)
                 } else if !known(broker, &t.name, p.partition_index) {
                     Err(ResponseError::UnknownTopicOrPartition)
                 } else if p
@@ -86,6 +89,7 @@ pub async fn commit(
                 req.generation_id_or_member_epoch,
                 to_commit,
             )
+            .await
             .err()
     };
     let topics = results
@@ -144,6 +148,9 @@ pub async fn fetch(
     req: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
     if ctx.version < 8 {
+        if let Err(e) = broker.check_coordinator(&req.group_id) {
+            return not_coordinator(ctx.version, e, req.topics);
+        }
         let wanted = req.topics.map(|ts| {
             ts.into_iter()
                 .map(|t| (t.name.to_string(), t.partition_indexes))
@@ -178,6 +185,11 @@ pub async fn fetch(
         .groups
         .into_iter()
         .map(|g| {
+            if let Err(e) = broker.check_coordinator(&g.group_id) {
+                return OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id)
+                    .with_error_code(e.code());
+            }
             let wanted = g.topics.map(|ts| {
                 ts.into_iter()
                     .map(|t| (t.name.to_string(), t.partition_indexes))
@@ -210,11 +222,47 @@ pub async fn fetch(
     OffsetFetchResponse::default().with_groups(groups)
 }
 
+/// OffsetFetch v0-7 from a broker that does not coordinate the group: the error at the
+/// top (v2+), or on every partition asked for (v0-1, which have no top-level error).
+fn not_coordinator(
+    version: i16,
+    e: ResponseError,
+    topics: Option<Vec<kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic>>,
+) -> OffsetFetchResponse {
+    if version >= 2 {
+        return OffsetFetchResponse::default().with_error_code(e.code());
+    }
+    let topics = topics
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| {
+            OffsetFetchResponseTopic::default()
+                .with_name(t.name)
+                .with_partitions(
+                    t.partition_indexes
+                        .into_iter()
+                        .map(|p| {
+                            OffsetFetchResponsePartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(-1)
+                                .with_metadata(Some(str_bytes(String::new())))
+                                .with_error_code(e.code())
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    OffsetFetchResponse::default().with_topics(topics)
+}
+
 pub async fn delete(
     broker: &Arc<Broker>,
     _ctx: &RequestContext<'_>,
     req: OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
+    if let Err(e) = broker.check_coordinator(&req.group_id) {
+        return OffsetDeleteResponse::default().with_error_code(e.code());
+    }
     let (known_topics, unknown): (Vec<_>, Vec<_>) = req
         .topics
         .iter()
@@ -228,7 +276,11 @@ pub async fn delete(
             )
         })
         .partition(|(t, _)| broker.catalog.get(t).is_some());
-    let deleted = match broker.groups.delete_offsets(&req.group_id, &known_topics) {
+    let deleted = match broker
+        .groups
+        .delete_offsets(&req.group_id, &known_topics)
+        .await
+    {
         Ok(d) => d,
         Err(e) => return OffsetDeleteResponse::default().with_error_code(e.code()),
     };

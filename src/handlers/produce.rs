@@ -71,6 +71,11 @@ async fn append(
     timeout: std::time::Duration,
 ) -> Result<(Appended, i64)> {
     let (t, p) = broker.catalog.partition(topic, index)?;
+    if t.is_internal() {
+        return Err(Error::InvalidTopic(format!(
+            "cannot append to internal topic {topic}"
+        )));
+    }
     let m = &t.metrics;
     m.produce_requests.inc();
     let size = records.len() as u64;
@@ -121,51 +126,17 @@ async fn append_to(
         )
         .await?;
     if acks == -1 {
-        await_replicas(
+        crate::replication::await_committed(
             p,
             node,
             place.leader_epoch,
-            &appended,
+            appended.base_offset + appended.records.max(1) as i64,
             e.min_insync_replicas,
             timeout,
         )
         .await?;
     }
     Ok((appended, log_append_time.unwrap_or(-1)))
-}
-
-/// acks=all: waits until the ISR holds the batch (the HW passed it), as long as this broker
-/// still leads in the same epoch; then checks the ISR is still at least min.insync.replicas.
-async fn await_replicas(
-    p: &Partition,
-    node: i32,
-    epoch: i32,
-    a: &Appended,
-    min_isr: i32,
-    timeout: std::time::Duration,
-) -> Result<()> {
-    let end = a.base_offset + a.records.max(1) as i64;
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let moved = p.log.hw_moved.notified();
-        tokio::pin!(moved);
-        moved.as_mut().enable();
-        let place = p.placement(node);
-        if place.leader != node || place.leader_epoch != epoch {
-            return Err(Error::NotLeaderOrFollower);
-        }
-        if p.log.offsets().high_watermark >= end {
-            let isr = place.isr.len();
-            if (isr as i32) < min_isr {
-                return Err(Error::NotEnoughReplicasAfterAppend { isr, min: min_isr });
-            }
-            return Ok(());
-        }
-        tokio::select! {
-            _ = moved => {}
-            _ = tokio::time::sleep_until(deadline) => return Err(Error::RequestTimedOut),
-        }
-    }
 }
 
 /// Resets what `version` lacks: such fields must keep their defaults to be encodable.

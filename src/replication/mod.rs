@@ -14,6 +14,7 @@
 //!   shrink the ISR after `replica.lag.time.max.ms` or expand it when a follower catches up.
 
 mod fetcher;
+pub mod groups;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -110,11 +111,19 @@ pub struct Cluster {
     /// Set once controlled shutdown is done (or given up).
     shut_down: watch::Sender<bool>,
     want_shut_down: watch::Sender<bool>,
+    /// The `__consumer_offsets` partitions this broker leads: the groups it coordinates.
+    pub groups: Arc<groups::GroupPartitions>,
 }
 
 impl Cluster {
     /// Starts membership, metadata and ISR loops for `broker` over the local voter.
     pub fn start(broker: &Arc<Broker>, controller: Arc<ControllerNode>) -> Arc<Cluster> {
+        let groups = Arc::new(groups::GroupPartitions::new(
+            broker.node_id(),
+            broker.groups.clone(),
+            broker.meta().clone(),
+        ));
+        broker.groups.replicate_through(groups.clone());
         let cluster = Arc::new(Cluster {
             image: controller.image(),
             controller,
@@ -125,6 +134,7 @@ impl Cluster {
             fetchers: Mutex::new(HashMap::new()),
             shut_down: watch::channel(false).0,
             want_shut_down: watch::channel(false).0,
+            groups,
         });
         tokio::spawn(cluster.clone().membership(broker.clone()));
         tokio::spawn(cluster.clone().follow_metadata(broker.clone()));
@@ -279,6 +289,8 @@ impl Cluster {
                 broker.catalog.forget(&local.name).await?;
             }
         }
+        self.groups
+            .follow(image, broker.catalog.get(groups::OFFSETS_TOPIC));
         let mut fetchers = self.fetchers.lock().unwrap_or_else(|e| e.into_inner());
         for (leader, tx) in fetchers.iter() {
             if !work.contains_key(leader) {
@@ -618,6 +630,52 @@ impl Cluster {
         .map(|_| ())
     }
 
+    /// The coordinator of `group` for a client on `listener`, as (id, host, port): the
+    /// leader of the group's `__consumer_offsets` partition. The topic is created on first
+    /// use (as Kafka does), with `offsets.topic.num.partitions` and
+    /// `offsets.topic.replication.factor`; until it can be, COORDINATOR_NOT_AVAILABLE.
+    pub async fn group_coordinator(
+        &self,
+        broker: &Broker,
+        group: &str,
+        listener: &str,
+    ) -> std::result::Result<(i32, String, u16), ResponseError> {
+        if !self.image().names.contains_key(groups::OFFSETS_TOPIC) {
+            let c = &broker.config.cluster;
+            let configs = BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]);
+            let created = self
+                .create_topic(
+                    broker,
+                    groups::OFFSETS_TOPIC,
+                    c.offsets_topic_num_partitions,
+                    c.offsets_topic_replication_factor,
+                    configs,
+                    false,
+                )
+                .await;
+            match created {
+                Ok(()) => {}
+                Err(e) if e.response_error() == ResponseError::TopicAlreadyExists => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot create {}", groups::OFFSETS_TOPIC);
+                    return Err(ResponseError::CoordinatorNotAvailable);
+                }
+            }
+        }
+        let image = self.image();
+        let t = image
+            .names
+            .get(groups::OFFSETS_TOPIC)
+            .and_then(|id| image.topics.get(id))
+            .filter(|t| !t.partitions.is_empty())
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let leader = t.partitions[groups::partition_for(group, t.partitions.len()) as usize].leader;
+        self.live_brokers(listener)
+            .into_iter()
+            .find(|b| b.0 == leader)
+            .ok_or(ResponseError::CoordinatorNotAvailable)
+    }
+
     /// Live brokers (unfenced), by id, with their endpoint on `listener`.
     pub fn live_brokers(&self, listener: &str) -> Vec<(i32, String, u16)> {
         let image = self.image();
@@ -661,6 +719,39 @@ pub fn recompute_hw(me: i32, p: &Partition) {
     };
     if min >= 0 {
         p.log.advance_hw(min);
+    }
+}
+
+/// acks=all: waits until the ISR holds everything below `end` (the HW passed it), as long as this broker
+/// still leads in the same epoch; then checks the ISR is still at least min.insync.replicas.
+pub async fn await_committed(
+    p: &Partition,
+    node: i32,
+    epoch: i32,
+    end: i64,
+    min_isr: i32,
+    timeout: Duration,
+) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let moved = p.log.hw_moved.notified();
+        tokio::pin!(moved);
+        moved.as_mut().enable();
+        let place = p.placement(node);
+        if place.leader != node || place.leader_epoch != epoch {
+            return Err(Error::NotLeaderOrFollower);
+        }
+        if p.log.offsets().high_watermark >= end {
+            let isr = place.isr.len();
+            if (isr as i32) < min_isr {
+                return Err(Error::NotEnoughReplicasAfterAppend { isr, min: min_isr });
+            }
+            return Ok(());
+        }
+        tokio::select! {
+            _ = moved => {}
+            _ = tokio::time::sleep_until(deadline) => return Err(Error::RequestTimedOut),
+        }
     }
 }
 

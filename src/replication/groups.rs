@@ -1,0 +1,499 @@
+//! Group coordinator state in a cluster, as Kafka keeps it: every change is a record in a
+//! partition of the internal `__consumer_offsets` topic, chosen by the group id's hash, and
+//! the leader of that partition coordinates the group.
+//!
+//! - **Writing.** The coordinator hands its changes to [`GroupPartitions::submit`]; one
+//!   writer per led partition appends them (one record per key: the column family tag and
+//!   key, the value or a tombstone), waits until the ISR holds them (the HW, as acks=all),
+//!   then applies them to the local `groups`/`offsets` column families and only then
+//!   answers. A failed write (leadership lost, too few in sync, timed out) answers false
+//!   and the partition's groups are reloaded, so memory never runs ahead of the log.
+//! - **Loading.** On becoming leader of a partition a broker waits until its HW covers its
+//!   whole log (records an earlier leader wrote are then committed), applies the records
+//!   past what it had applied before (a checkpoint per partition in the metadata store;
+//!   replay is last-write-wins per key, so applying again is harmless), and loads the
+//!   partition's groups into the coordinator. Until then requests for those groups get
+//!   COORDINATOR_LOAD_IN_PROGRESS; on other brokers, NOT_COORDINATOR.
+//! - The log is never cleaned (no compaction yet): it grows with every commit.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use kafka_protocol::ResponseError;
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::broker::now_ms;
+use crate::controller::metadata::Image;
+use crate::coordinator::{Coordinator, GroupLog};
+use crate::error::{Error, Result};
+use crate::log::AppendOptions;
+use crate::storage::{GroupCf, GroupChange, MetaStore};
+use crate::topics::Topic;
+
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// How long a write may wait for the ISR (Kafka's `offsets.commit.timeout.ms`).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Queued writes a writer appends as one batch at most.
+const MAX_WRITES_PER_BATCH: usize = 256;
+
+/// Kafka's placement of a group: `Utils.abs(groupId.hashCode()) % partitions`, with Java's
+/// String.hashCode over UTF-16, so a group lands on the partition Kafka would pick.
+pub fn partition_for(group: &str, partitions: usize) -> i32 {
+    let h = group
+        .encode_utf16()
+        .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(u as i32));
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    abs % partitions.max(1) as i32
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// Led in this leader epoch; its groups are being loaded.
+    Loading(i32),
+    /// Led in this leader epoch; its groups are in the coordinator, its writer runs.
+    Loaded(i32),
+}
+
+struct Write {
+    changes: Vec<GroupChange>,
+    done: oneshot::Sender<bool>,
+}
+
+/// The `__consumer_offsets` partitions this broker leads, and their writers.
+///
+/// Lock order: `slots`, then the coordinator's, then `writers` (the coordinator calls
+/// [`GroupLog::submit`] under its own lock). `topic` is taken alone.
+pub struct GroupPartitions {
+    me: i32,
+    coordinator: Arc<Coordinator>,
+    meta: Arc<dyn MetaStore>,
+    /// The topic's id and partition count as last seen in the image.
+    topic: Mutex<Option<(Uuid, usize)>>,
+    slots: Mutex<HashMap<i32, Slot>>,
+    writers: Mutex<HashMap<i32, mpsc::UnboundedSender<Write>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl GroupPartitions {
+    pub fn new(me: i32, coordinator: Arc<Coordinator>, meta: Arc<dyn MetaStore>) -> Self {
+        GroupPartitions {
+            me,
+            coordinator,
+            meta,
+            topic: Mutex::new(None),
+            slots: Mutex::new(HashMap::new()),
+            writers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn count(&self) -> Option<usize> {
+        lock(&self.topic).map(|(_, n)| n)
+    }
+
+    /// Whether this broker coordinates `group` now: Ok, COORDINATOR_LOAD_IN_PROGRESS while
+    /// its partition loads, NOT_COORDINATOR otherwise.
+    pub fn check(&self, group: &str) -> std::result::Result<(), ResponseError> {
+        let Some(n) = self.count() else {
+            return Err(ResponseError::NotCoordinator);
+        };
+        match lock(&self.slots).get(&partition_for(group, n)) {
+            Some(Slot::Loaded(_)) => Ok(()),
+            Some(Slot::Loading(_)) => Err(ResponseError::CoordinatorLoadInProgress),
+            None => Err(ResponseError::NotCoordinator),
+        }
+    }
+
+    /// Follows the image: starts loading the partitions this broker now leads, unloads the
+    /// ones it no longer leads (or leads in a new epoch, which reloads them).
+    pub fn follow(self: &Arc<Self>, image: &Image, local: Option<Arc<Topic>>) {
+        let state = image
+            .names
+            .get(OFFSETS_TOPIC)
+            .and_then(|id| image.topics.get(id));
+        let (Some(t), Some(local)) = (
+            state,
+            local.filter(|l| Some(&l.id) == image.names.get(OFFSETS_TOPIC)),
+        ) else {
+            self.unload_all();
+            return;
+        };
+        let seen = Some((t.id, t.partitions.len()));
+        if *lock(&self.topic) != seen {
+            self.unload_all();
+            *lock(&self.topic) = seen;
+        }
+        let mut slots = lock(&self.slots);
+        for (i, ps) in t.partitions.iter().enumerate() {
+            let i = i as i32;
+            let led = ps.leader == self.me;
+            match slots.get(&i) {
+                Some(Slot::Loading(e) | Slot::Loaded(e)) if led && *e == ps.leader_epoch => {
+                    continue
+                }
+                Some(_) => {
+                    slots.remove(&i);
+                    self.unload(i);
+                }
+                None => {}
+            }
+            if led && (i as usize) < local.partitions.len() {
+                slots.insert(i, Slot::Loading(ps.leader_epoch));
+                tokio::spawn(self.clone().load(local.clone(), i, ps.leader_epoch));
+            }
+        }
+    }
+
+    fn unload_all(&self) {
+        let mut slots = lock(&self.slots);
+        let led: Vec<i32> = slots.drain().map(|(i, _)| i).collect();
+        for i in led {
+            self.unload(i);
+        }
+    }
+
+    /// Stops partition `i`'s writer and forgets its groups (under the `slots` lock).
+    fn unload(&self, i: i32) {
+        lock(&self.writers).remove(&i);
+        if let Some(n) = self.count() {
+            self.coordinator
+                .unload(&|group| partition_for(group, n) == i);
+        }
+    }
+
+    fn is(&self, i: i32, slot: Slot) -> bool {
+        lock(&self.slots).get(&i) == Some(&slot)
+    }
+
+    async fn load(self: Arc<Self>, topic: Arc<Topic>, i: i32, epoch: i32) {
+        loop {
+            if !self.is(i, Slot::Loading(epoch)) {
+                return;
+            }
+            if let Err(e) = self.replay(&topic, i, epoch).await {
+                tracing::warn!(partition = i, error = %e, "loading group state failed; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+            {
+                let mut slots = lock(&self.slots);
+                if slots.get(&i) != Some(&Slot::Loading(epoch)) {
+                    return;
+                }
+                let Some(n) = self.count() else { return };
+                match self.coordinator.load(&|group| partition_for(group, n) == i) {
+                    Ok(groups) => {
+                        tracing::info!(
+                            partition = i,
+                            leader_epoch = epoch,
+                            groups,
+                            "coordinating the groups of {OFFSETS_TOPIC}-{i}"
+                        );
+                        let (tx, rx) = mpsc::unbounded_channel();
+                        lock(&self.writers).insert(i, tx);
+                        slots.insert(i, Slot::Loaded(epoch));
+                        tokio::spawn(self.clone().write_loop(topic, i, epoch, rx));
+                        return;
+                    }
+                    // The local store could not be read: stay Loading (clients retry).
+                    Err(e) => {
+                        tracing::error!(partition = i, error = %e, "cannot load groups; retrying")
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Applies to the local store every record of partition `i` past the checkpoint, once
+    /// the HW covers the whole log.
+    async fn replay(&self, topic: &Topic, i: i32, epoch: i32) -> Result<()> {
+        let p = &topic.partitions[i as usize];
+        let target = p.log.offsets().log_end;
+        loop {
+            let moved = p.log.hw_moved.notified();
+            tokio::pin!(moved);
+            moved.as_mut().enable();
+            if !self.is(i, Slot::Loading(epoch)) {
+                return Err(Error::NotLeaderOrFollower);
+            }
+            if p.log.offsets().high_watermark >= target {
+                break;
+            }
+            tokio::select! {
+                _ = moved => {}
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+        let key = checkpoint_key(topic.id, i);
+        let mut next = match self.meta.get(&key)? {
+            Some(v) => i64::from_be_bytes(
+                v.as_slice()
+                    .try_into()
+                    .map_err(|_| Error::Storage("group checkpoint is malformed".into()))?,
+            ),
+            None => 0,
+        }
+        .max(p.log.offsets().log_start);
+        let from = next;
+        while next < target {
+            let read = p.log.read(next, 1 << 20, true, true).await?;
+            let mut bytes = read.records;
+            if bytes.is_empty() {
+                break;
+            }
+            let mut changes = Vec::new();
+            while !bytes.is_empty() {
+                let set = RecordBatchDecoder::decode(&mut bytes)
+                    .map_err(|e| Error::Storage(format!("{OFFSETS_TOPIC}-{i}: {e}")))?;
+                let lo = next;
+                for r in set
+                    .records
+                    .iter()
+                    .filter(|r| r.offset >= lo && r.offset < target)
+                {
+                    changes.push(decode_change(r).ok_or_else(|| {
+                        Error::Storage(format!(
+                            "{OFFSETS_TOPIC}-{i}: malformed record at {}",
+                            r.offset
+                        ))
+                    })?);
+                    next = r.offset + 1;
+                }
+            }
+            self.coordinator.store().write_groups(&changes)?;
+            self.meta.put(&key, &next.to_be_bytes())?;
+        }
+        tracing::info!(
+            partition = i,
+            from,
+            to = next,
+            "applied {OFFSETS_TOPIC}-{i}"
+        );
+        Ok(())
+    }
+
+    async fn write_loop(
+        self: Arc<Self>,
+        topic: Arc<Topic>,
+        i: i32,
+        epoch: i32,
+        mut rx: mpsc::UnboundedReceiver<Write>,
+    ) {
+        while let Some(first) = rx.recv().await {
+            let mut writes = vec![first];
+            while writes.len() < MAX_WRITES_PER_BATCH {
+                match rx.try_recv() {
+                    Ok(w) => writes.push(w),
+                    Err(_) => break,
+                }
+            }
+            let result = self.write(&topic, i, epoch, &writes).await;
+            let ok = result.is_ok();
+            for w in writes {
+                let _ = w.done.send(ok);
+            }
+            if let Err(e) = result {
+                tracing::warn!(partition = i, error = %e, "group state not written; reloading the partition's groups");
+                rx.close();
+                while let Ok(w) = rx.try_recv() {
+                    let _ = w.done.send(false);
+                }
+                self.restart(topic, i, epoch);
+                return;
+            }
+        }
+    }
+
+    /// Appends `writes` as one batch, waits for the ISR, applies them locally.
+    async fn write(&self, topic: &Topic, i: i32, epoch: i32, writes: &[Write]) -> Result<()> {
+        let p = &topic.partitions[i as usize];
+        let place = p.placement(self.me);
+        if place.leader != self.me || place.leader_epoch != epoch {
+            return Err(Error::NotLeaderOrFollower);
+        }
+        let min_isr = topic.effective.min_insync_replicas;
+        if (place.isr.len() as i32) < min_isr {
+            return Err(Error::NotEnoughReplicas {
+                isr: place.isr.len(),
+                min: min_isr,
+            });
+        }
+        let changes: Vec<GroupChange> = writes
+            .iter()
+            .flat_map(|w| w.changes.iter().cloned())
+            .collect();
+        let appended = p
+            .log
+            .append(
+                &encode_changes(&changes),
+                AppendOptions {
+                    max_message_bytes: i32::MAX,
+                    durable: false,
+                    log_append_time_ms: None,
+                },
+            )
+            .await?;
+        let end = appended.base_offset + appended.records as i64;
+        super::await_committed(p, self.me, epoch, end, min_isr, WRITE_TIMEOUT).await?;
+        self.coordinator.store().write_groups(&changes)?;
+        self.meta
+            .put(&checkpoint_key(topic.id, i), &end.to_be_bytes())
+    }
+
+    /// After a failed write: forget the partition's groups and load them again from the log.
+    fn restart(self: Arc<Self>, topic: Arc<Topic>, i: i32, epoch: i32) {
+        let mut slots = lock(&self.slots);
+        if slots.get(&i) == Some(&Slot::Loaded(epoch)) {
+            self.unload(i);
+            slots.insert(i, Slot::Loading(epoch));
+            tokio::spawn(self.clone().load(topic, i, epoch));
+        }
+    }
+}
+
+impl GroupLog for GroupPartitions {
+    fn submit(&self, group_id: &str, changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {
+        let (done, rx) = oneshot::channel();
+        let writer = self.count().and_then(|n| {
+            lock(&self.writers)
+                .get(&partition_for(group_id, n))
+                .cloned()
+        });
+        match writer {
+            Some(w) => {
+                if let Err(mpsc::error::SendError(w)) = w.send(Write { changes, done }) {
+                    let _ = w.done.send(false);
+                }
+            }
+            None => {
+                let _ = done.send(false);
+            }
+        }
+        rx
+    }
+}
+
+/// Metadata-store key of partition `i`'s checkpoint: the next offset to apply.
+fn checkpoint_key(topic: Uuid, i: i32) -> Vec<u8> {
+    let mut k = b"group_log_applied/".to_vec();
+    k.extend_from_slice(topic.as_bytes());
+    k.extend_from_slice(&i.to_be_bytes());
+    k
+}
+
+fn cf_tag(cf: GroupCf) -> u8 {
+    match cf {
+        GroupCf::Groups => 0,
+        GroupCf::Offsets => 1,
+    }
+}
+
+/// One record per change: key = the column family tag, then the key; value = the value,
+/// absent for a delete.
+fn encode_changes(changes: &[GroupChange]) -> Bytes {
+    let now = now_ms();
+    let records: Vec<Record> = changes
+        .iter()
+        .enumerate()
+        .map(|(n, c)| {
+            let mut key = Vec::with_capacity(1 + c.key.len());
+            key.push(cf_tag(c.cf));
+            key.extend_from_slice(&c.key);
+            Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: n as i64,
+                // the encoder keeps records in one batch while offset - sequence is constant
+                sequence: n as i32,
+                timestamp: now,
+                key: Some(Bytes::from(key)),
+                value: c.value.clone().map(Bytes::from),
+                headers: Default::default(),
+            }
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("group records encode");
+    buf.freeze()
+}
+
+fn decode_change(r: &Record) -> Option<GroupChange> {
+    let key = r.key.as_ref()?;
+    let cf = match *key.first()? {
+        0 => GroupCf::Groups,
+        1 => GroupCf::Offsets,
+        _ => return None,
+    };
+    Some(GroupChange {
+        cf,
+        key: key[1..].to_vec(),
+        value: r.value.as_ref().map(|v| v.to_vec()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_land_where_kafka_puts_them() {
+        // Expected values from jshell: Math.abs("my-group".hashCode()) % 50 == 12 (the hash
+        // is negative), "console-consumer-1".hashCode() % 50 == 24.
+        assert_eq!(partition_for("my-group", 50), 12);
+        assert_eq!(partition_for("console-consumer-1", 50), 24);
+        assert_eq!(partition_for("", 50), 0);
+        // "polygenelubricants".hashCode() == Integer.MIN_VALUE: Kafka's Utils.abs maps it to 0
+        assert_eq!(partition_for("polygenelubricants", 50), 0);
+        assert_eq!(partition_for("group", 1), 0);
+    }
+
+    #[test]
+    fn changes_survive_the_record_format() {
+        let changes = vec![
+            GroupChange {
+                cf: GroupCf::Groups,
+                key: b"g".to_vec(),
+                value: Some(b"{}".to_vec()),
+            },
+            GroupChange {
+                cf: GroupCf::Offsets,
+                key: b"\0\x01g\0\x01t\0\0\0\x02".to_vec(),
+                value: None,
+            },
+        ];
+        let mut bytes = encode_changes(&changes);
+        let h = crate::log::batch::validate_produced(&bytes, i32::MAX).unwrap();
+        assert_eq!(h.last_offset_delta, 1);
+        let set = RecordBatchDecoder::decode(&mut bytes).unwrap();
+        assert!(bytes.is_empty(), "one batch");
+        let back: Vec<GroupChange> = set
+            .records
+            .iter()
+            .map(|r| decode_change(r).unwrap())
+            .collect();
+        assert_eq!(back, changes);
+    }
+}
