@@ -7,7 +7,8 @@ checker over what was acknowledged and what is read back:
 - no value appears twice (idempotence through retries and failovers);
 - per partition, values keep the order they were produced in;
 - while two of three brokers are down, nothing is acknowledged;
-- after healing, every replica's log is identical (`cairn dump-log` of each stopped node).
+- after healing, every replica's log is identical (`cairn dump-log` of each stopped node);
+- a consumer group's committed offsets survive kill -9 of its coordinator.
 
 Links between brokers go through TCP proxies in this script, one per direction, so a broker
 can be cut off from the other brokers (replication and the controller quorum) while clients
@@ -140,6 +141,18 @@ class Cluster:
                         f"repl {src}->{dst}", next(ports), self.repl[dst][src])
                     self.proxies[("ctrl", src, dst)] = Proxy(
                         f"ctrl {src}->{dst}", next(ports), self.controller[dst])
+        if kafka:
+            # A Kafka KRaft follower does not keep using controller.quorum.voters: it connects
+            # to the endpoint the quorum leader advertises for the follower's own controller
+            # listener (KIP-853). So each node i listens for controller traffic from node j on
+            # a listener C<j> and advertises C<j> at the proxy for the direction j->i, as with
+            # the replication listeners; otherwise a leader cut off from the others would keep
+            # its quorum through direct connections.
+            self.kctrl = {i: {j: next(ports) for j in NODES} for i in NODES}
+            for src in NODES:
+                for dst in NODES:
+                    if src != dst:
+                        self.proxies[("ctrl", src, dst)].target = self.kctrl[dst][src]
         self.procs = {}
         self.isolated = set()
 
@@ -147,6 +160,8 @@ class Cluster:
         return ",".join(f"127.0.0.1:{self.client[i]}" for i in NODES)
 
     def config(self, i):
+        if self.kafka:
+            return self.kafka_config(i)
         listeners = [f"CLIENT://127.0.0.1:{self.client[i]}"]
         advertised = [f"CLIENT://127.0.0.1:{self.client[i]}"]
         for j in NODES:
@@ -170,6 +185,45 @@ class Cluster:
             f"inter.broker.listener.name=R{i}",
             f"log.dirs={self.dir / f'n{i}' / 'data'}",
             f"metrics.listener=127.0.0.1:{self.metrics[i]}" if not self.kafka else "group.initial.rebalance.delay.ms=0",
+            "default.replication.factor=3",
+            "min.insync.replicas=2",
+            "offsets.topic.replication.factor=3",
+            f"broker.session.timeout.ms={SESSION_MS}",
+            f"broker.heartbeat.interval.ms={HEARTBEAT_MS}",
+            f"replica.lag.time.max.ms={LAG_MS}",
+            "auto.create.topics.enable=false",
+            "",
+        ])
+
+    def kafka_config(self, i):
+        """As config(), with the controller listeners per peer described in __init__."""
+        listeners = [f"CLIENT://127.0.0.1:{self.client[i]}"]
+        advertised = [f"CLIENT://127.0.0.1:{self.client[i]}"]
+        for j in NODES:
+            listeners.append(f"R{j}://127.0.0.1:{self.repl[i][j]}")
+            port = self.repl[i][j] if j == i else self.proxies[("repl", j, i)].port
+            advertised.append(f"R{j}://127.0.0.1:{port}")
+        for j in NODES:
+            listeners.append(f"C{j}://127.0.0.1:{self.kctrl[i][j]}")
+            port = self.kctrl[i][j] if j == i else self.proxies[("ctrl", j, i)].port
+            advertised.append(f"C{j}://127.0.0.1:{port}")
+        voters = []
+        for j in NODES:
+            port = self.kctrl[i][i] if j == i else self.proxies[("ctrl", i, j)].port
+            voters.append(f"{j}@127.0.0.1:{port}")
+        protocols = ["CLIENT:PLAINTEXT"] + [f"{k}{j}:PLAINTEXT" for k in "RC" for j in NODES]
+        return "\n".join([
+            f"node.id={i}",
+            "process.roles=broker,controller",
+            f"controller.quorum.voters={','.join(voters)}",
+            f"listeners={','.join(listeners)}",
+            f"advertised.listeners={','.join(advertised)}",
+            f"listener.security.protocol.map={','.join(protocols)}",
+            # The first name is the one this node uses towards the other controllers.
+            f"controller.listener.names={','.join(f'C{j}' for j in [i] + [j for j in NODES if j != i])}",
+            f"inter.broker.listener.name=R{i}",
+            f"log.dirs={self.dir / f'n{i}' / 'data'}",
+            "group.initial.rebalance.delay.ms=0",
             "default.replication.factor=3",
             "min.insync.replicas=2",
             "offsets.topic.replication.factor=3",
@@ -216,13 +270,16 @@ class Cluster:
         p = self.procs[i]
         p.send_signal(sig)
         started = time.time()
+        escalated = False
         if sig in (signal.SIGKILL, signal.SIGTERM):
             while p.poll() is None:
-                if time.time() - started > 60:
+                if time.time() - started > 60 and not escalated:
                     p.kill()
+                    escalated = True
                 await asyncio.sleep(0.05)
         log(f"node {i}: {signal.Signals(sig).name}" +
-            (f" (exited after {time.time() - started:.1f}s)" if sig == signal.SIGTERM else ""))
+            (f" (exited after {time.time() - started:.1f}s)" if sig == signal.SIGTERM else "") +
+            (" -- no exit within 60s, so SIGKILL" if escalated else ""))
 
     def isolate(self, i, on=True):
         for (kind, src, dst), p in self.proxies.items():
@@ -503,6 +560,60 @@ async def rolling_restart(c, prod):
         await prod.wait_acks(20)
 
 
+GROUP = "faults-group"
+GROUPS_CMD = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+
+async def consume_in_group(c, n):
+    """kafka-console-consumer in GROUP reads n records and exits, committing its position."""
+    await run([str(KAFKA_RUN), "org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server",
+               c.bootstrap(), "--topic", TOPIC, "--group", GROUP, "--max-messages", str(n),
+               "--consumer-property", "auto.offset.reset=earliest", "--timeout-ms", "60000"], timeout=120)
+
+
+async def group_offsets(c, timeout=60):
+    """(coordinator id, {partition: committed offset}) of GROUP as kafka-consumer-groups
+    --describe shows them, retried while the group has no coordinator."""
+    deadline = time.time() + timeout
+    while True:
+        state = await run([str(KAFKA_RUN), GROUPS_CMD, "--bootstrap-server", c.bootstrap(), "--describe",
+                           "--group", GROUP, "--state"], timeout=120, check=False)
+        out = await run([str(KAFKA_RUN), GROUPS_CMD, "--bootstrap-server", c.bootstrap(), "--describe",
+                         "--group", GROUP], timeout=120, check=False)
+        coordinator = re.search(rf"^{GROUP}\s+\S+\s+\((\d+)\)", state, re.M)
+        offsets = {int(m.group(1)): int(m.group(2))
+                   for m in re.finditer(rf"^{GROUP}\s+{TOPIC}\s+(\d+)\s+(\d+)\s", out, re.M)}
+        if coordinator and len(offsets) == PARTITIONS:
+            return int(coordinator.group(1)), offsets
+        if time.time() > deadline:
+            raise Failure(f"no committed offsets of {GROUP} within {timeout}s: {state.strip()[-300:]} "
+                          f"{out.strip()[-300:]}")
+        await asyncio.sleep(1)
+
+
+async def kill_coordinator(c, prod):
+    """Committed offsets survive kill -9 of the group's coordinator (they are replicated in
+    __consumer_offsets), and the group carries on with the new coordinator."""
+    await consume_in_group(c, 300)
+    coordinator, before = await group_offsets(c)
+    log(f"fault: kill -9 the coordinator of group {GROUP} (node {coordinator}); committed {before}")
+    await c.kill(coordinator)
+    new, after = await group_offsets(c, timeout=SESSION_MS / 1000 + 60)
+    if new == coordinator or after != before:
+        raise Failure(f"after killing coordinator {coordinator}: coordinator {new}, offsets {after} "
+                      f"(before: {before})")
+    await consume_in_group(c, 300)
+    _, moved = await group_offsets(c)
+    if any(moved[p] < before[p] for p in before) or sum(moved.values()) < sum(before.values()) + 300:
+        raise Failure(f"commits through the new coordinator {new}: {moved} (before: {before})")
+    log(f"new coordinator {new} kept {after} and took commits up to {moved}")
+    c.start(coordinator)
+    await c.wait_healthy("the coordinator's restart")
+    _, final = await group_offsets(c)
+    if final != moved:
+        raise Failure(f"offsets changed across the old coordinator's restart: {final} (before: {moved})")
+
+
 async def preferred_election(c, prod):
     """Not a fault: kafka-leader-election moves every leadership back to the preferred
     replica (after the faults above, most have moved)."""
@@ -519,7 +630,8 @@ async def preferred_election(c, prod):
     raise Failure(f"leaders not preferred after kafka-leader-election ({out.strip()[-300:]}): {await c.metadata()}")
 
 
-FAULTS = [kill_leader, kill_controller, cut_follower, cut_leader, lose_two, stop_leader, rolling_restart]
+FAULTS = [kill_leader, kill_controller, cut_follower, cut_leader, lose_two, stop_leader, rolling_restart,
+          kill_coordinator]
 
 
 # ---- checks ------------------------------------------------------------------------------
@@ -571,7 +683,8 @@ async def compare_replicas(c):
                                      f"{f['partitionLeaderEpoch']} {int(f['crc']):08x}")
             dumps[i] = lines
         else:
-            out = await run([c.binary, "dump-log", str(data), TOPIC], timeout=60)
+            # every topic: the test topic and __consumer_offsets (the groups' state)
+            out = await run([c.binary, "dump-log", str(data)], timeout=60)
             dumps[i] = out.splitlines()
     first = dumps[NODES[0]]
     bad = [i for i in NODES if dumps[i] != first]
