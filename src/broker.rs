@@ -199,6 +199,29 @@ impl Broker {
         Ok((t, p))
     }
 
+    /// Replaces a topic's config overrides (AlterConfigs, IncrementalAlterConfigs): in a
+    /// cluster through the controller, so every broker applies them in metadata order.
+    pub async fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: std::collections::BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<()> {
+        match self.cluster() {
+            Some(c) => {
+                // validates (and finds the topic) without changing anything
+                self.catalog
+                    .set_configs(name, configs.clone(), true)
+                    .await?;
+                if validate_only {
+                    return Ok(());
+                }
+                c.set_topic_configs(self, name, configs).await
+            }
+            None => self.catalog.set_configs(name, configs, validate_only).await,
+        }
+    }
+
     /// Marks the broker ready to serve (storage open, listeners bound).
     pub fn set_ready(&self) {
         self.ready.store(true, Ordering::Release);

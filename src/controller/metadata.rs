@@ -120,6 +120,11 @@ pub enum Record {
     RemoveTopic {
         id: Uuid,
     },
+    /// A topic's config overrides, replaced whole (KRaft's ConfigRecords for a topic).
+    TopicConfigs {
+        id: Uuid,
+        configs: BTreeMap<String, String>,
+    },
     /// The cluster's id, written once by the first active controller.
     ClusterId {
         id: String,
@@ -280,6 +285,11 @@ impl Image {
             Record::RemoveTopic { id } => {
                 if let Some(t) = self.topics.remove(id) {
                     self.names.remove(&t.name);
+                }
+            }
+            Record::TopicConfigs { id, configs } => {
+                if let Some(t) = self.topics.get_mut(id) {
+                    t.configs = configs.clone();
                 }
             }
             Record::ClusterId { id } => {
@@ -572,6 +582,19 @@ impl Image {
             .ok_or(ResponseError::UnknownTopicOrPartition)?;
         Ok(vec![Record::RemoveTopic { id: *id }])
     }
+
+    /// AlterConfigs / IncrementalAlterConfigs on a topic: its new overrides, whole.
+    pub fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Vec<Record>, ResponseError> {
+        let id = *self
+            .names
+            .get(name)
+            .ok_or(ResponseError::UnknownTopicOrPartition)?;
+        Ok(vec![Record::TopicConfigs { id, configs }])
+    }
 }
 
 fn change(
@@ -671,6 +694,23 @@ mod tests {
             log.image
                 .create_topic("big", Uuid::new_v4(), 1, 4, Default::default(), 0),
             Err(ResponseError::InvalidReplicationFactor)
+        );
+    }
+
+    #[test]
+    fn topic_configs_are_replaced_whole_through_the_log() {
+        let mut log = Log::with_brokers(3);
+        let t = log.topic("t", 1, 3);
+        let configs = BTreeMap::from([("retention.ms".to_string(), "1000".to_string())]);
+        let rs = log.image.set_topic_configs("t", configs.clone()).unwrap();
+        log.commit(rs);
+        assert_eq!(log.image.topics[&t].configs, configs);
+        let rs = log.image.set_topic_configs("t", BTreeMap::new()).unwrap();
+        log.commit(rs);
+        assert!(log.image.topics[&t].configs.is_empty());
+        assert_eq!(
+            log.image.set_topic_configs("nope", BTreeMap::new()),
+            Err(ResponseError::UnknownTopicOrPartition)
         );
     }
 

@@ -57,6 +57,10 @@ pub enum BrokerRequest {
         topic: String,
         index: i32,
     },
+    SetTopicConfigs {
+        name: String,
+        configs: std::collections::BTreeMap<String, String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

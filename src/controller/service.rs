@@ -338,6 +338,15 @@ impl ControllerNode {
                 })
                 .await
             }
+            BrokerRequest::SetTopicConfigs { name, configs } => {
+                self.decide(|image, _| {
+                    Ok((
+                        BrokerReply::Done,
+                        image.set_topic_configs(&name, configs).map_err(err)?,
+                    ))
+                })
+                .await
+            }
             BrokerRequest::DeleteTopic { name } => {
                 self.decide(|image, _| {
                     Ok((BrokerReply::Done, image.delete_topic(&name).map_err(err)?))

@@ -302,8 +302,7 @@ pub async fn alter(
                     })
                     .collect();
                 broker
-                    .catalog
-                    .set_configs(r.resource_name.as_str(), configs, req.validate_only)
+                    .set_topic_configs(r.resource_name.as_str(), configs, req.validate_only)
                     .await
             }
             RESOURCE_BROKER => Err(refuse_broker(broker, r.resource_name.as_str())),
@@ -337,8 +336,7 @@ pub async fn incremental_alter(
                 Some(t) => match apply_ops(&t.overrides, &broker.config, &r.configs) {
                     Ok(next) => {
                         broker
-                            .catalog
-                            .set_configs(&t.name, next, req.validate_only)
+                            .set_topic_configs(&t.name, next, req.validate_only)
                             .await
                     }
                     Err(e) => Err(e),

@@ -621,6 +621,31 @@ impl Cluster {
         Ok(())
     }
 
+    /// Replaces a topic's config overrides through the controller; returns once this
+    /// broker has applied them (bounded), so the client's next describe sees them.
+    pub async fn set_topic_configs(
+        &self,
+        broker: &Broker,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<()> {
+        self.ask(BrokerRequest::SetTopicConfigs {
+            name: name.to_string(),
+            configs: configs.clone(),
+        })
+        .await?;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while broker
+            .catalog
+            .get(name)
+            .is_some_and(|t| t.overrides != configs)
+            && Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(())
+    }
+
     pub async fn elect_preferred(&self, topic: &str, index: i32) -> Result<()> {
         self.ask(BrokerRequest::ElectPreferred {
             topic: topic.to_string(),
