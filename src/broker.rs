@@ -272,8 +272,10 @@ impl Broker {
                 .create_topic(
                     self,
                     name,
-                    self.config.num_partitions,
-                    self.config.default_replication_factor,
+                    crate::replication::Layout::Spread {
+                        partitions: self.config.num_partitions,
+                        replication_factor: self.config.default_replication_factor,
+                    },
                     Default::default(),
                     false,
                 )

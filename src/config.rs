@@ -69,6 +69,10 @@ pub struct ClusterConfig {
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` when created.
     pub offsets_topic_num_partitions: i32,
     pub unclean_leader_election_enable: bool,
+    /// `auto.leader.rebalance.enable`, `leader.imbalance.check.interval.seconds`,
+    /// `leader.imbalance.per.broker.percentage`: the controller moves leadership back to
+    /// preferred replicas on brokers whose share of lost leaderships is above the percentage.
+    pub auto_leader_rebalance: Option<(std::time::Duration, u32)>,
     pub replica_lag_time_max_ms: u64,
     pub broker_session_timeout_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
@@ -285,6 +289,9 @@ pub const KNOWN_KEYS: &[&str] = &[
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
     "unclean.leader.election.enable",
+    "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds",
+    "leader.imbalance.per.broker.percentage",
     "replica.lag.time.max.ms",
     "broker.session.timeout.ms",
     "broker.heartbeat.interval.ms",
@@ -665,6 +672,17 @@ fn parse_cluster(
         offsets_topic_num_partitions: p.int_or("offsets.topic.num.partitions", 50, 1, 10_000)?
             as i32,
         unclean_leader_election_enable: p.bool_or("unclean.leader.election.enable", false)?,
+        auto_leader_rebalance: {
+            let interval = p.int_or(
+                "leader.imbalance.check.interval.seconds",
+                300,
+                1,
+                86_400 * 365,
+            )? as u64;
+            let percent = p.int_or("leader.imbalance.per.broker.percentage", 10, 0, 100)? as u32;
+            p.bool_or("auto.leader.rebalance.enable", true)?
+                .then_some((std::time::Duration::from_secs(interval), percent))
+        },
         replica_lag_time_max_ms: p.int_or("replica.lag.time.max.ms", 30_000, 1, i64::MAX)? as u64,
         broker_session_timeout_ms: session,
         broker_heartbeat_interval_ms: heartbeat,

@@ -481,6 +481,64 @@ impl Image {
         Ok(out)
     }
 
+    /// CreateTopics with an explicit replica assignment (kafka-topics --replica-assignment):
+    /// every named broker must be registered and each partition needs one unfenced
+    /// replica, which leads (the first such in its list); the ISR is its unfenced replicas.
+    pub fn create_topic_assigned(
+        &self,
+        name: &str,
+        id: Uuid,
+        assignment: &[Vec<i32>],
+        configs: BTreeMap<String, String>,
+    ) -> Result<Vec<Record>, (ResponseError, String)> {
+        let invalid = |m: String| (ResponseError::InvalidReplicaAssignment, m);
+        if self.names.contains_key(name) {
+            return Err((
+                ResponseError::TopicAlreadyExists,
+                format!("topic {name} already exists"),
+            ));
+        }
+        let live = self.eligible_ids();
+        let mut out = vec![Record::Topic {
+            name: name.to_string(),
+            id,
+            configs,
+        }];
+        for (p, replicas) in assignment.iter().enumerate() {
+            let mut distinct = replicas.clone();
+            distinct.sort();
+            distinct.dedup();
+            if replicas.is_empty() || distinct.len() != replicas.len() {
+                return Err(invalid(format!(
+                    "partition {p} needs distinct replicas, got {replicas:?}"
+                )));
+            }
+            if let Some(b) = replicas.iter().find(|b| !self.brokers.contains_key(b)) {
+                return Err(invalid(format!(
+                    "the assignment of partition {p} names broker {b}, which is not registered"
+                )));
+            }
+            let isr: Vec<i32> = replicas
+                .iter()
+                .copied()
+                .filter(|b| live.contains(b))
+                .collect();
+            let Some(&leader) = isr.first() else {
+                return Err(invalid(format!(
+                    "every broker in the assignment of partition {p} is fenced"
+                )));
+            };
+            out.push(Record::Partition {
+                topic: id,
+                index: p as i32,
+                replicas: replicas.clone(),
+                isr,
+                leader,
+            });
+        }
+        Ok(out)
+    }
+
     /// CreatePartitions: grows topic `name` to `count` partitions with as many replicas as
     /// its first partition has, placed round-robin from `start` like new topics.
     pub fn add_partitions(
@@ -573,6 +631,31 @@ impl Image {
             None,
             Some(preferred),
         )])
+    }
+
+    /// Kafka's auto leader rebalance: for every broker whose share of the partitions it
+    /// prefers (first replica) but does not lead is above `percent`, preferred elections
+    /// for those partitions where it is live and in the ISR.
+    pub fn rebalance_leaders(&self, percent: u32) -> Vec<Record> {
+        let mut per: BTreeMap<i32, (usize, Vec<(Uuid, i32)>)> = BTreeMap::new();
+        for t in self.topics.values() {
+            for (i, p) in t.partitions.iter().enumerate() {
+                let Some(&preferred) = p.replicas.first() else {
+                    continue;
+                };
+                let e = per.entry(preferred).or_default();
+                e.0 += 1;
+                if p.leader != preferred {
+                    e.1.push((t.id, i as i32));
+                }
+            }
+        }
+        per.into_values()
+            .filter(|(total, off)| off.len() * 100 > *total * percent as usize)
+            .flat_map(|(_, off)| off)
+            .filter_map(|(t, i)| self.elect_preferred(t, i).ok())
+            .flatten()
+            .collect()
     }
 
     pub fn delete_topic(&self, name: &str) -> Result<Vec<Record>, ResponseError> {
@@ -712,6 +795,73 @@ mod tests {
             log.image.set_topic_configs("nope", BTreeMap::new()),
             Err(ResponseError::UnknownTopicOrPartition)
         );
+    }
+
+    #[test]
+    fn an_explicit_assignment_is_kept_and_checked() {
+        let mut log = Log::with_brokers(3);
+        let rs = log.image.fence_broker(3);
+        log.commit(rs);
+        let id = Uuid::new_v4();
+        let rs = log
+            .image
+            .create_topic_assigned("t", id, &[vec![3, 1], vec![2, 3]], BTreeMap::new())
+            .unwrap();
+        log.commit(rs);
+        let p0 = log.p(id, 0);
+        assert_eq!((p0.replicas, p0.isr, p0.leader), (vec![3, 1], vec![1], 1));
+        let p1 = log.p(id, 1);
+        assert_eq!((p1.replicas, p1.isr, p1.leader), (vec![2, 3], vec![2], 2));
+        let bad = |a: &[Vec<i32>]| {
+            log.image
+                .create_topic_assigned("u", Uuid::new_v4(), a, BTreeMap::new())
+                .unwrap_err()
+                .0
+        };
+        assert_eq!(bad(&[vec![1, 1]]), ResponseError::InvalidReplicaAssignment);
+        assert_eq!(bad(&[vec![1, 9]]), ResponseError::InvalidReplicaAssignment);
+        assert_eq!(bad(&[vec![3]]), ResponseError::InvalidReplicaAssignment);
+        assert_eq!(bad(&[vec![]]), ResponseError::InvalidReplicaAssignment);
+    }
+
+    #[test]
+    fn leaders_rebalance_back_to_preferred_replicas_above_the_imbalance() {
+        let mut log = Log::with_brokers(3);
+        let t = log.topic("t", 3, 3);
+        let rs = log.image.fence_broker(1);
+        log.commit(rs);
+        assert!(log.image.rebalance_leaders(10).is_empty(), "1 is fenced");
+        let moved: Vec<i32> = (0..3).map(|i| log.p(t, i).leader).collect();
+        let rs = log.image.unfence_broker(1);
+        log.commit(rs);
+        let lost = (0..3)
+            .filter(|i| log.p(t, *i).replicas[0] != moved[*i as usize])
+            .count();
+        assert_eq!(lost, 1, "broker 1 lost the one partition it prefers");
+        assert!(
+            log.image.rebalance_leaders(10).is_empty(),
+            "1 is not back in the ISR yet"
+        );
+        for i in 0..3 {
+            let p = log.p(t, i);
+            if !p.isr.contains(&1) {
+                // the leader's AlterPartition once 1 has caught up
+                let mut isr = p.isr.clone();
+                isr.push(1);
+                log.commit(vec![change(t, i as usize, &p, Some(isr), None)]);
+            }
+        }
+        assert!(
+            log.image.rebalance_leaders(100).is_empty(),
+            "1 of 1 is not above 100%"
+        );
+        let rs = log.image.rebalance_leaders(10);
+        assert_eq!(rs.len(), 1);
+        log.commit(rs);
+        for i in 0..3 {
+            assert_eq!(log.p(t, i).leader, log.p(t, i).replicas[0]);
+        }
+        assert!(log.image.rebalance_leaders(10).is_empty(), "balanced");
     }
 
     #[test]

@@ -44,6 +44,10 @@ pub enum BrokerRequest {
         replication_factor: i16,
         configs: std::collections::BTreeMap<String, String>,
         validate_only: bool,
+        /// Replicas per partition, when CreateTopics gave them (then `partitions` and
+        /// `replication_factor` are ignored).
+        #[serde(default)]
+        assignment: Option<Vec<Vec<i32>>>,
     },
     DeleteTopic {
         name: String,

@@ -31,6 +31,8 @@ pub struct ControllerNode {
     /// Decisions run one at a time against the image their predecessor left.
     active: Mutex<Active>,
     stop: watch::Sender<bool>,
+    /// `auto.leader.rebalance.enable`: (check interval, imbalance percentage per broker).
+    rebalance: Option<(Duration, u32)>,
 }
 
 struct Active {
@@ -87,6 +89,7 @@ impl ControllerNode {
                 next_start: config.node_id.unsigned_abs() as usize,
             }),
             stop,
+            rebalance: config.cluster.auto_leader_rebalance,
         });
         let handler: BrokerHandler = {
             let node = node.clone();
@@ -162,8 +165,10 @@ impl ControllerNode {
         let _ = self.raft.shutdown().await;
     }
 
-    /// Fences brokers whose session ended, while this voter is the active controller.
+    /// Fences brokers whose session ended, while this voter is the active controller; and
+    /// every `leader.imbalance.check.interval.seconds` rebalances leaders if enabled.
     async fn run_sessions(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let mut next_rebalance = self.rebalance.map(|(every, _)| Instant::now() + every);
         loop {
             let wait = {
                 let image = self.image.borrow().clone();
@@ -187,6 +192,25 @@ impl ControllerNode {
                 .await;
             if let Err(reply) = result {
                 tracing::debug!(?reply, "session expiry not committed");
+            }
+            if let (Some(at), Some((every, percent))) = (next_rebalance, self.rebalance) {
+                if Instant::now() >= at {
+                    next_rebalance = Some(Instant::now() + every);
+                    let result = self
+                        .decide(|image, _| {
+                            let rs = image.rebalance_leaders(percent);
+                            Ok((rs.len(), rs))
+                        })
+                        .await;
+                    match result {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(
+                            partitions = n,
+                            "auto leader rebalance: preferred replicas lead again"
+                        ),
+                        Err(reply) => tracing::debug!(?reply, "leader rebalance not committed"),
+                    }
+                }
             }
         }
     }
@@ -315,9 +339,22 @@ impl ControllerNode {
                 replication_factor,
                 configs,
                 validate_only,
+                assignment,
             } => {
                 let id = Uuid::new_v4();
                 self.decide(|image, active| {
+                    if let Some(a) = &assignment {
+                        let rs = image
+                            .create_topic_assigned(&name, id, a, configs)
+                            .map_err(|(e, m)| BrokerReply::Error {
+                                code: e.code(),
+                                message: Some(m),
+                            })?;
+                        return Ok((
+                            BrokerReply::TopicCreated { id },
+                            if validate_only { Vec::new() } else { rs },
+                        ));
+                    }
                     active.next_start = active.next_start.wrapping_add(1);
                     let rs = image
                         .create_topic(&name, id, partitions, replication_factor, configs, active.next_start)

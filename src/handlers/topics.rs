@@ -19,6 +19,7 @@ use crate::broker::Broker;
 use crate::dispatch::RequestContext;
 use crate::error::{Error, Result};
 use crate::handlers::configs::topic_entries;
+use crate::replication::Layout;
 use crate::topics::NewTopic;
 
 pub async fn create(
@@ -103,12 +104,12 @@ async fn create_one(
                     "partitions must be numbered 0..n in order".into(),
                 ));
             }
-            if broker.cluster().is_some() {
-                return Err(Error::InvalidReplicaAssignment(
-                    "explicit replica assignments are not supported in a cluster yet".into(),
-                ));
-            }
-            if let Some(b) = a.broker_ids.iter().find(|b| b.0 != node) {
+            // In a cluster the controller checks the brokers.
+            if let Some(b) = a
+                .broker_ids
+                .iter()
+                .find(|b| b.0 != node && broker.cluster().is_none())
+            {
                 return Err(Error::InvalidReplicaAssignment(format!(
                     "broker {} does not exist",
                     b.0
@@ -140,15 +141,21 @@ async fn create_one(
         for (k, v) in &new.configs {
             crate::topic_config::validate(k, v)?;
         }
-        c.create_topic(
-            broker,
-            new.name,
-            partitions,
-            rf,
-            configs.clone(),
-            validate_only,
-        )
-        .await?;
+        let layout = if t.assignments.is_empty() {
+            Layout::Spread {
+                partitions,
+                replication_factor: rf,
+            }
+        } else {
+            Layout::Assigned(
+                t.assignments
+                    .iter()
+                    .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                    .collect(),
+            )
+        };
+        c.create_topic(broker, new.name, layout, configs.clone(), validate_only)
+            .await?;
     } else if validate_only {
         broker.catalog.validate_new(&new)?;
     } else {

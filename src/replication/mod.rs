@@ -36,6 +36,17 @@ use crate::topics::Partition;
 /// How long a request to the controller may take before the caller gives up.
 const CONTROLLER_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Where a new topic's replicas go.
+pub enum Layout {
+    /// The controller spreads them over live brokers.
+    Spread {
+        partitions: i32,
+        replication_factor: i16,
+    },
+    /// Replicas per partition, as CreateTopics gave them (kafka-topics --replica-assignment).
+    Assigned(Vec<Vec<i32>>),
+}
+
 /// A partition's place in the cluster as this broker last applied it from the image.
 #[derive(Debug, Clone)]
 pub struct Assignment {
@@ -566,17 +577,28 @@ impl Cluster {
         &self,
         broker: &Broker,
         name: &str,
-        partitions: i32,
-        replication_factor: i16,
+        layout: Layout,
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<()> {
+        let (partitions, replication_factor, assignment) = match layout {
+            Layout::Spread {
+                partitions,
+                replication_factor,
+            } => (partitions, replication_factor, None),
+            Layout::Assigned(a) => (
+                a.len() as i32,
+                a.first().map_or(0, |r| r.len() as i16),
+                Some(a),
+            ),
+        };
         self.ask(BrokerRequest::CreateTopic {
             name: name.to_string(),
             partitions,
             replication_factor,
             configs,
             validate_only,
+            assignment,
         })
         .await?;
         if !validate_only {
@@ -672,8 +694,10 @@ impl Cluster {
                 .create_topic(
                     broker,
                     groups::OFFSETS_TOPIC,
-                    c.offsets_topic_num_partitions,
-                    c.offsets_topic_replication_factor,
+                    Layout::Spread {
+                        partitions: c.offsets_topic_num_partitions,
+                        replication_factor: c.offsets_topic_replication_factor,
+                    },
                     configs,
                     false,
                 )
