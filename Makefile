@@ -7,7 +7,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/cairn-target
 export CAIRN_GIT_REVISION ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CAIRN := $(CARGO_TARGET_DIR)/release/cairn
 
-.PHONY: run test build unit compat faults faults-long bench fmt
+.PHONY: run test build unit compat faults faults-long bench bench-cluster fmt
 
 build:
 	./scripts/install-deps.sh run
@@ -38,6 +38,10 @@ compat: build
 
 bench: build
 	./bench/run.sh $(CAIRN)
+
+# Three Cairn brokers against three Kafka brokers, RF=3 acks=all.
+bench-cluster: build
+	nice -n 10 ./bench/cluster.sh $(CAIRN)
 
 fmt:
 	cargo fmt --all
