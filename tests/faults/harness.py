@@ -182,18 +182,7 @@ class Cluster:
             f"advertised.listeners={','.join(advertised)}",
             f"listener.security.protocol.map={','.join(protocols)}",
             "controller.listener.names=CONTROLLER",
-            f"inter.broker.listener.name=R{i}",
-            f"log.dirs={self.dir / f'n{i}' / 'data'}",
-            f"metrics.listener=127.0.0.1:{self.metrics[i]}" if not self.kafka else "group.initial.rebalance.delay.ms=0",
-            "default.replication.factor=3",
-            "min.insync.replicas=2",
-            "offsets.topic.replication.factor=3",
-            f"broker.session.timeout.ms={SESSION_MS}",
-            f"broker.heartbeat.interval.ms={HEARTBEAT_MS}",
-            f"replica.lag.time.max.ms={LAG_MS}",
-            "auto.create.topics.enable=false",
-            "",
-        ])
+        ] + self.common(i))
 
     def kafka_config(self, i):
         """As config(), with the controller listeners per peer described in __init__."""
@@ -221,9 +210,14 @@ class Cluster:
             f"listener.security.protocol.map={','.join(protocols)}",
             # The first name is the one this node uses towards the other controllers.
             f"controller.listener.names={','.join(f'C{j}' for j in [i] + [j for j in NODES if j != i])}",
+        ] + self.common(i))
+
+    def common(self, i):
+        """The keys both kinds of node share."""
+        return [
             f"inter.broker.listener.name=R{i}",
             f"log.dirs={self.dir / f'n{i}' / 'data'}",
-            "group.initial.rebalance.delay.ms=0",
+            f"metrics.listener=127.0.0.1:{self.metrics[i]}" if not self.kafka else "group.initial.rebalance.delay.ms=0",
             "default.replication.factor=3",
             "min.insync.replicas=2",
             "offsets.topic.replication.factor=3",
@@ -232,7 +226,7 @@ class Cluster:
             f"replica.lag.time.max.ms={LAG_MS}",
             "auto.create.topics.enable=false",
             "",
-        ])
+        ]
 
     async def start_proxies(self):
         for p in self.proxies.values():
