@@ -124,6 +124,8 @@ apis! {
     CreatePartitions: 0..=3 => always handlers::topics::create_partitions,
     DeleteGroups: 0..=2 => always handlers::groups::delete_groups,
     ElectLeaders: 0..=2 => always handlers::elect_leaders::handle,
+    AlterPartitionReassignments: 0..=1 => always handlers::reassignments::alter,
+    ListPartitionReassignments: 0..=0 => always handlers::reassignments::list,
     IncrementalAlterConfigs: 0..=1 => always handlers::configs::incremental_alter,
     OffsetDelete: 0..=0 => always handlers::offsets::delete,
     DescribeCluster: 0..=2 => always handlers::describe_cluster::handle,

@@ -359,3 +359,77 @@ fn cluster_log_dirs_topic_partitions_and_epochs() {
     let p = &r.topics[0].partitions[0];
     assert_eq!((p.error_code, p.leader_epoch, p.end_offset), (0, 0, 2));
 }
+
+#[test]
+fn broker_configs_only_take_deletes_and_one_node_has_nothing_to_reassign() {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    let b = Broker::start();
+    let mut c = b.client();
+    let broker_op = |op: i8, value: Option<&str>| {
+        IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(s("1"))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(s("leader.replication.throttled.rate"))
+                    .with_config_operation(op)
+                    .with_value(value.map(s))]),
+        ])
+    };
+    // kafka-reassign-partitions --verify clears throttles that were never set: a no-op.
+    let r: IncrementalAlterConfigsResponse =
+        c.send(ApiKey::IncrementalAlterConfigs, 1, &broker_op(1, None));
+    assert_eq!(r.responses[0].error_code, 0);
+    let r: IncrementalAlterConfigsResponse = c.send(
+        ApiKey::IncrementalAlterConfigs,
+        1,
+        &broker_op(0, Some("1000")),
+    );
+    assert_eq!(
+        r.responses[0].error_code,
+        ResponseError::InvalidRequest.code()
+    );
+    assert!(r.responses[0]
+        .error_message
+        .as_deref()
+        .is_some_and(|m| m.contains("static")));
+
+    assert_eq!(c.create_topic("moves", 1, &[]), 0);
+    let alter = |c: &mut common::Client, topic: &str, replicas: Option<Vec<i32>>| {
+        let req = AlterPartitionReassignmentsRequest::default().with_topics(vec![
+            ReassignableTopic::default()
+                .with_name(name(topic))
+                .with_partitions(vec![ReassignablePartition::default()
+                    .with_partition_index(0)
+                    .with_replicas(replicas.map(|r| r.into_iter().map(BrokerId).collect()))]),
+        ]);
+        let r: AlterPartitionReassignmentsResponse =
+            c.send(ApiKey::AlterPartitionReassignments, 0, &req);
+        let p = &r.responses[0].partitions[0];
+        (
+            p.error_code,
+            p.error_message.as_deref().unwrap_or("").to_string(),
+        )
+    };
+    assert_eq!(alter(&mut c, "moves", Some(vec![1])).0, 0, "already there");
+    let (code, msg) = alter(&mut c, "moves", Some(vec![2]));
+    assert_eq!(code, ResponseError::InvalidReplicaAssignment.code());
+    assert!(msg.contains("broker 2"), "{msg}");
+    assert_eq!(
+        alter(&mut c, "moves", None).0,
+        ResponseError::NoReassignmentInProgress.code()
+    );
+    assert_eq!(
+        alter(&mut c, "nope", Some(vec![1])).0,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    let listed: ListPartitionReassignmentsResponse = c.send(
+        ApiKey::ListPartitionReassignments,
+        0,
+        &ListPartitionReassignmentsRequest::default(),
+    );
+    assert_eq!(listed.error_code, 0);
+    assert!(listed.topics.is_empty());
+}

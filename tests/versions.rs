@@ -243,6 +243,25 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
                 "{at}"
             );
         }
+        ApiKey::AlterPartitionReassignments => {
+            use kafka_protocol::messages::alter_partition_reassignments_request::*;
+            let req = AlterPartitionReassignmentsRequest::default().with_topics(vec![
+                ReassignableTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![ReassignablePartition::default()
+                        .with_partition_index(0)
+                        .with_replicas(Some(vec![BrokerId(1)]))]),
+            ]);
+            let r: AlterPartitionReassignmentsResponse = c.send(api, v, &req);
+            assert_eq!(r.error_code, 0, "{at}");
+            assert_eq!(r.responses[0].partitions[0].error_code, 0, "{at}");
+        }
+        ApiKey::ListPartitionReassignments => {
+            let r: ListPartitionReassignmentsResponse =
+                c.send(api, v, &ListPartitionReassignmentsRequest::default());
+            assert_eq!(r.error_code, 0, "{at}");
+            assert!(r.topics.is_empty(), "{at}");
+        }
         ApiKey::ListConfigResources => {
             let req = ListConfigResourcesRequest::default();
             let r: ListConfigResourcesResponse = c.send(api, v, &req);

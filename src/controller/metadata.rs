@@ -60,6 +60,18 @@ pub struct PartitionState {
     pub leader_epoch: i32,
     /// Bumped on every change at all; what compare-and-set compares.
     pub partition_epoch: i32,
+    /// An ongoing reassignment (KIP-455): replicas joining, which must all reach the ISR
+    /// before it completes, and replicas leaving then. `replicas` holds both meanwhile.
+    #[serde(default)]
+    pub adding: Vec<i32>,
+    #[serde(default)]
+    pub removing: Vec<i32>,
+}
+
+impl PartitionState {
+    pub fn reassigning(&self) -> bool {
+        !self.adding.is_empty() || !self.removing.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +128,9 @@ pub enum Record {
         isr: Option<Vec<i32>>,
         leader: Option<i32>,
         replicas: Option<Vec<i32>>,
+        /// The reassignment's adding and removing replicas, replaced together.
+        #[serde(default)]
+        reassignment: Option<(Vec<i32>, Vec<i32>)>,
     },
     RemoveTopic {
         id: Uuid,
@@ -246,6 +261,8 @@ impl Image {
                             leader: *leader,
                             leader_epoch: 0,
                             partition_epoch: 0,
+                            adding: Vec::new(),
+                            removing: Vec::new(),
                         });
                     }
                 }
@@ -257,6 +274,7 @@ impl Image {
                 isr,
                 leader,
                 replicas,
+                reassignment,
             } => {
                 let Some(p) = self
                     .topics
@@ -273,6 +291,10 @@ impl Image {
                 }
                 if let Some(r) = replicas {
                     p.replicas = r.clone();
+                }
+                if let Some((adding, removing)) = reassignment {
+                    p.adding = adding.clone();
+                    p.removing = removing.clone();
                 }
                 if let Some(l) = leader {
                     if *l != p.leader {
@@ -491,75 +513,124 @@ impl Image {
         assignment: &[Vec<i32>],
         configs: BTreeMap<String, String>,
     ) -> Result<Vec<Record>, (ResponseError, String)> {
-        let invalid = |m: String| (ResponseError::InvalidReplicaAssignment, m);
         if self.names.contains_key(name) {
             return Err((
                 ResponseError::TopicAlreadyExists,
                 format!("topic {name} already exists"),
             ));
         }
-        let live = self.eligible_ids();
         let mut out = vec![Record::Topic {
             name: name.to_string(),
             id,
             configs,
         }];
         for (p, replicas) in assignment.iter().enumerate() {
-            let mut distinct = replicas.clone();
-            distinct.sort();
-            distinct.dedup();
-            if replicas.is_empty() || distinct.len() != replicas.len() {
-                return Err(invalid(format!(
-                    "partition {p} needs distinct replicas, got {replicas:?}"
-                )));
-            }
-            if let Some(b) = replicas.iter().find(|b| !self.brokers.contains_key(b)) {
-                return Err(invalid(format!(
-                    "the assignment of partition {p} names broker {b}, which is not registered"
-                )));
-            }
-            let isr: Vec<i32> = replicas
-                .iter()
-                .copied()
-                .filter(|b| live.contains(b))
-                .collect();
-            let Some(&leader) = isr.first() else {
-                return Err(invalid(format!(
-                    "every broker in the assignment of partition {p} is fenced"
-                )));
-            };
-            out.push(Record::Partition {
-                topic: id,
-                index: p as i32,
-                replicas: replicas.clone(),
-                isr,
-                leader,
-            });
+            out.push(self.assigned_partition(id, p as i32, replicas)?);
         }
         Ok(out)
     }
 
+    /// One partition placed as an explicit assignment says: every named broker must be
+    /// registered and one unfenced, which leads (the first such in the list); the ISR is
+    /// its unfenced replicas.
+    fn assigned_partition(
+        &self,
+        topic: Uuid,
+        p: i32,
+        replicas: &[i32],
+    ) -> Result<Record, (ResponseError, String)> {
+        let invalid = |m: String| (ResponseError::InvalidReplicaAssignment, m);
+        let mut distinct = replicas.to_vec();
+        distinct.sort();
+        distinct.dedup();
+        if replicas.is_empty() || distinct.len() != replicas.len() {
+            return Err(invalid(format!(
+                "partition {p} needs distinct replicas, got {replicas:?}"
+            )));
+        }
+        if let Some(b) = replicas.iter().find(|b| !self.brokers.contains_key(b)) {
+            return Err(invalid(format!(
+                "the assignment of partition {p} names broker {b}, which is not registered"
+            )));
+        }
+        let isr: Vec<i32> = replicas
+            .iter()
+            .copied()
+            .filter(|b| self.eligible(*b))
+            .collect();
+        let Some(&leader) = isr.first() else {
+            return Err(invalid(format!(
+                "every broker in the assignment of partition {p} is fenced"
+            )));
+        };
+        Ok(Record::Partition {
+            topic,
+            index: p,
+            replicas: replicas.to_vec(),
+            isr,
+            leader,
+        })
+    }
+
     /// CreatePartitions: grows topic `name` to `count` partitions with as many replicas as
-    /// its first partition has, placed round-robin from `start` like new topics.
+    /// its first partition has, placed round-robin from `start` like new topics, or as
+    /// `assignment` says for each new partition (kafka-topics --alter --replica-assignment).
     pub fn add_partitions(
         &self,
         name: &str,
         count: i32,
         start: usize,
-    ) -> Result<Vec<Record>, ResponseError> {
-        let id = *self
-            .names
-            .get(name)
-            .ok_or(ResponseError::UnknownTopicOrPartition)?;
+        assignment: Option<&[Vec<i32>]>,
+    ) -> Result<Vec<Record>, (ResponseError, String)> {
+        let id = *self.names.get(name).ok_or_else(|| {
+            (
+                ResponseError::UnknownTopicOrPartition,
+                format!("unknown topic {name}"),
+            )
+        })?;
         let t = &self.topics[&id];
         let current = t.partitions.len() as i32;
         if count <= current {
-            return Err(ResponseError::InvalidPartitions);
+            return Err((
+                ResponseError::InvalidPartitions,
+                format!("topic {name} has {current} partitions; {count} would not add any"),
+            ));
         }
         let rf = t.partitions.first().map_or(1, |p| p.replicas.len());
+        if let Some(a) = assignment {
+            if a.len() as i32 != count - current {
+                return Err((
+                    ResponseError::InvalidReplicaAssignment,
+                    format!(
+                        "{} partitions are added but the assignment names {}",
+                        count - current,
+                        a.len()
+                    ),
+                ));
+            }
+            if let Some(r) = a.iter().find(|r| r.len() != rf) {
+                return Err((
+                    ResponseError::InvalidReplicaAssignment,
+                    format!(
+                        "the assignment {r:?} has {} replicas; the topic's partitions have {rf}",
+                        r.len()
+                    ),
+                ));
+            }
+            return (current..count)
+                .zip(a)
+                .map(|(p, r)| self.assigned_partition(id, p, r))
+                .collect();
+        }
         let live = self.eligible_ids();
         if rf > live.len() {
-            return Err(ResponseError::InvalidReplicationFactor);
+            return Err((
+                ResponseError::InvalidReplicationFactor,
+                format!(
+                    "the topic's replication factor {rf} is larger than the {} available brokers",
+                    live.len()
+                ),
+            ));
         }
         Ok((current..count)
             .map(|p| {
@@ -603,13 +674,175 @@ impl Image {
         if !valid {
             return Err(ResponseError::IneligibleReplica);
         }
-        Ok(vec![change(
+        Ok(vec![self.settle(
             req.topic,
-            req.index as usize,
+            req.index,
             p,
-            Some(req.isr.clone()),
-            None,
+            p.replicas.clone(),
+            req.isr.clone(),
+            p.adding.clone(),
+            p.removing.clone(),
         )])
+    }
+
+    /// AlterPartitionReassignments for one partition (KIP-455, as Kafka's controller does
+    /// it). A target grows the replicas to target + leaving ones with the ISR unchanged; the
+    /// leader's AlterPartition that brings the last joining replica into the ISR completes
+    /// it (see [`Image::settle`]), at once if nothing joins. A new target replaces an
+    /// ongoing one. `None` cancels: back to the replicas without the joining ones, refused
+    /// if none of those is in the ISR.
+    pub fn reassign(
+        &self,
+        topic: &str,
+        index: i32,
+        target: Option<&[i32]>,
+        allow_rf_change: bool,
+    ) -> Result<Vec<Record>, (ResponseError, String)> {
+        let unknown = || {
+            (
+                ResponseError::UnknownTopicOrPartition,
+                format!("unknown partition {topic}-{index}"),
+            )
+        };
+        let id = *self.names.get(topic).ok_or_else(unknown)?;
+        let p = self.partition(id, index).ok_or_else(unknown)?;
+        let original: Vec<i32> = p
+            .replicas
+            .iter()
+            .copied()
+            .filter(|r| !p.adding.contains(r))
+            .collect();
+        let Some(target) = target else {
+            if !p.reassigning() {
+                return Err((
+                    ResponseError::NoReassignmentInProgress,
+                    format!("no reassignment of {topic}-{index} is in progress"),
+                ));
+            }
+            if !p.isr.iter().any(|r| original.contains(r)) {
+                return Err((
+                    ResponseError::InvalidReplicaAssignment,
+                    format!(
+                        "cannot cancel the reassignment of {topic}-{index}: none of the replicas it started from ({original:?}) is in the ISR {:?}",
+                        p.isr
+                    ),
+                ));
+            }
+            return Ok(vec![self.settle(
+                id,
+                index,
+                p,
+                p.replicas.clone(),
+                p.isr.clone(),
+                Vec::new(),
+                p.adding.clone(),
+            )]);
+        };
+        let invalid = |m: String| (ResponseError::InvalidReplicaAssignment, m);
+        if target.is_empty() {
+            return Err(invalid(format!(
+                "the reassignment of {topic}-{index} names no replicas"
+            )));
+        }
+        for (i, b) in target.iter().enumerate() {
+            if target[..i].contains(b) {
+                return Err(invalid(format!(
+                    "the reassignment of {topic}-{index} names broker {b} more than once"
+                )));
+            }
+            if !self.brokers.contains_key(b) {
+                return Err(invalid(format!(
+                    "the reassignment of {topic}-{index} names broker {b}, which is not registered"
+                )));
+            }
+        }
+        if !allow_rf_change && target.len() != original.len() {
+            return Err((
+                ResponseError::InvalidReplicationFactor,
+                format!(
+                    "the replication factor of {topic}-{index} would change from {} to {}, and allowReplicationFactorChange is false",
+                    original.len(),
+                    target.len()
+                ),
+            ));
+        }
+        if target == p.replicas.as_slice() && !p.reassigning() {
+            return Ok(Vec::new());
+        }
+        // Replicas still joining from an ongoing reassignment keep joining.
+        let adding: Vec<i32> = target
+            .iter()
+            .copied()
+            .filter(|r| !p.replicas.contains(r) || p.adding.contains(r))
+            .collect();
+        let removing: Vec<i32> = p
+            .replicas
+            .iter()
+            .copied()
+            .filter(|r| !target.contains(r))
+            .collect();
+        let replicas: Vec<i32> = target.iter().chain(&removing).copied().collect();
+        Ok(vec![self.settle(
+            id,
+            index,
+            p,
+            replicas,
+            p.isr.clone(),
+            adding,
+            removing,
+        )])
+    }
+
+    /// The change taking `p` to `replicas`, `isr` and a reassignment adding and removing
+    /// those replicas, completed in the same change once every adding replica is in the
+    /// ISR and the target (the replicas not removing) keeps an ISR member: the replicas
+    /// become the target, removing ones leave the ISR, and a leader that leaves hands over
+    /// to the first target replica in the ISR that can lead.
+    #[allow(clippy::too_many_arguments)]
+    fn settle(
+        &self,
+        topic: Uuid,
+        index: i32,
+        p: &PartitionState,
+        replicas: Vec<i32>,
+        isr: Vec<i32>,
+        adding: Vec<i32>,
+        removing: Vec<i32>,
+    ) -> Record {
+        let target: Vec<i32> = replicas
+            .iter()
+            .copied()
+            .filter(|r| !removing.contains(r))
+            .collect();
+        let target_isr: Vec<i32> = isr.iter().copied().filter(|r| target.contains(r)).collect();
+        let done = (!adding.is_empty() || !removing.is_empty())
+            && adding.iter().all(|r| isr.contains(r))
+            && !target_isr.is_empty();
+        let (replicas, isr, adding, removing) = if done {
+            (target, target_isr, Vec::new(), Vec::new())
+        } else {
+            (replicas, isr, adding, removing)
+        };
+        let leader = if p.leader != NO_LEADER && isr.contains(&p.leader) {
+            p.leader
+        } else {
+            replicas
+                .iter()
+                .copied()
+                .find(|r| isr.contains(r) && self.eligible(*r))
+                .unwrap_or(NO_LEADER)
+        };
+        let reassignment = (adding, removing);
+        Record::PartitionChange {
+            topic,
+            index,
+            partition_epoch: p.partition_epoch,
+            isr: (isr != p.isr).then_some(isr),
+            leader: (leader != p.leader).then_some(leader),
+            replicas: (replicas != p.replicas).then_some(replicas),
+            reassignment: (reassignment != (p.adding.clone(), p.removing.clone()))
+                .then_some(reassignment),
+        }
     }
 
     /// Preferred-leader election: the first replica, if it is in the ISR and eligible.
@@ -694,6 +927,7 @@ fn change(
         isr,
         leader,
         replicas: None,
+        reassignment: None,
     }
 }
 
@@ -954,6 +1188,217 @@ mod tests {
             } else {
                 ResponseError::ElectionNotNeeded
             }
+        );
+    }
+
+    impl Log {
+        /// The leader of `t`-0 asks for `isr`, as its follower tracking would.
+        fn leader_asks(&mut self, t: Uuid, isr: Vec<i32>) {
+            let p = self.p(t, 0);
+            let req = AlterIsr {
+                broker: p.leader,
+                broker_epoch: self.image.brokers[&p.leader].epoch,
+                topic: t,
+                index: 0,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                isr,
+            };
+            let rs = self.image.alter_partition(&req).unwrap();
+            self.commit(rs);
+        }
+
+        fn reassign(&mut self, target: Option<&[i32]>) -> Result<(), ResponseError> {
+            let rs = self
+                .image
+                .reassign("t", 0, target, true)
+                .map_err(|(e, _)| e)?;
+            self.commit(rs);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_move_grows_then_completes_when_the_new_replica_joins_the_isr() {
+        let mut log = Log::with_brokers(4);
+        let t = log.topic("t", 1, 3);
+        let p = log.p(t, 0);
+        assert_eq!(p.replicas, vec![1, 2, 3]);
+        log.reassign(Some(&[1, 2, 4])).unwrap();
+        let p = log.p(t, 0);
+        assert_eq!(
+            (
+                p.replicas.clone(),
+                p.isr.clone(),
+                p.adding.clone(),
+                p.removing.clone()
+            ),
+            (vec![1, 2, 4, 3], vec![1, 2, 3], vec![4], vec![3])
+        );
+        assert_eq!((p.leader, p.leader_epoch), (1, 0));
+        // Replica 4 caught up: the leader's expansion completes the move in one change.
+        log.leader_asks(t, vec![1, 2, 3, 4]);
+        let p = log.p(t, 0);
+        assert_eq!(
+            (p.replicas.clone(), p.isr.clone(), p.reassigning()),
+            (vec![1, 2, 4], vec![1, 2, 4], false)
+        );
+        assert_eq!(p.leader, 1);
+        assert_eq!(
+            log.image.reassign("t", 0, None, true).unwrap_err().0,
+            ResponseError::NoReassignmentInProgress
+        );
+    }
+
+    #[test]
+    fn a_leader_moved_away_hands_over_to_the_target_at_completion() {
+        let mut log = Log::with_brokers(4);
+        let t = log.topic("t", 1, 3);
+        log.reassign(Some(&[4, 2, 3])).unwrap();
+        // An ISR shrink meanwhile does not complete it: 4 is still joining.
+        log.leader_asks(t, vec![1, 2]);
+        assert!(log.p(t, 0).reassigning());
+        assert_eq!(log.p(t, 0).leader, 1);
+        log.leader_asks(t, vec![1, 2, 4]);
+        let p = log.p(t, 0);
+        assert_eq!(
+            (p.replicas.clone(), p.isr.clone()),
+            (vec![4, 2, 3], vec![2, 4])
+        );
+        assert!(!p.reassigning());
+        assert_eq!(
+            (p.leader, p.leader_epoch),
+            (4, 1),
+            "1 left: the first target replica in the ISR leads"
+        );
+    }
+
+    #[test]
+    fn removing_replicas_or_reordering_completes_at_once() {
+        let mut log = Log::with_brokers(3);
+        let t = log.topic("t", 1, 3);
+        log.reassign(Some(&[3, 2, 1])).unwrap();
+        let p = log.p(t, 0);
+        assert_eq!(
+            (p.replicas.clone(), p.reassigning(), p.leader),
+            (vec![3, 2, 1], false, 1)
+        );
+        log.reassign(Some(&[2])).unwrap();
+        let p = log.p(t, 0);
+        assert_eq!(
+            (p.replicas.clone(), p.isr.clone(), p.leader),
+            (vec![2], vec![2], 2)
+        );
+        // The same assignment again changes nothing.
+        assert_eq!(log.image.reassign("t", 0, Some(&[2]), true), Ok(Vec::new()));
+    }
+
+    #[test]
+    fn a_cancel_reverts_and_a_new_target_replaces_an_ongoing_one() {
+        let mut log = Log::with_brokers(5);
+        let t = log.topic("t", 1, 3);
+        log.reassign(Some(&[1, 2, 4])).unwrap();
+        log.reassign(Some(&[1, 4, 5])).unwrap();
+        let p = log.p(t, 0);
+        assert_eq!(
+            (p.replicas.clone(), p.adding.clone(), p.removing.clone()),
+            (vec![1, 4, 5, 2, 3], vec![4, 5], vec![2, 3]),
+            "4 still joins; 2 and 3 leave"
+        );
+        log.leader_asks(t, vec![1, 2, 3, 4]);
+        assert!(log.p(t, 0).reassigning(), "5 has not joined yet");
+        log.reassign(None).unwrap();
+        let p = log.p(t, 0);
+        assert_eq!(
+            (p.replicas.clone(), p.isr.clone(), p.reassigning(), p.leader),
+            (vec![1, 2, 3], vec![1, 2, 3], false, 1)
+        );
+    }
+
+    #[test]
+    fn bad_reassignments_are_refused_with_kafkas_errors() {
+        let mut log = Log::with_brokers(3);
+        log.topic("t", 1, 3);
+        let err = |log: &Log, target: Option<&[i32]>, rf: bool| {
+            log.image.reassign("t", 0, target, rf).unwrap_err().0
+        };
+        assert_eq!(
+            err(&log, Some(&[1, 2, 9]), true),
+            ResponseError::InvalidReplicaAssignment
+        );
+        assert_eq!(
+            err(&log, Some(&[1, 1, 2]), true),
+            ResponseError::InvalidReplicaAssignment
+        );
+        assert_eq!(
+            err(&log, Some(&[]), true),
+            ResponseError::InvalidReplicaAssignment
+        );
+        assert_eq!(
+            err(&log, Some(&[1, 2]), false),
+            ResponseError::InvalidReplicationFactor
+        );
+        assert_eq!(
+            err(&log, None, true),
+            ResponseError::NoReassignmentInProgress
+        );
+        assert_eq!(
+            log.image.reassign("nope", 0, None, true).unwrap_err().0,
+            ResponseError::UnknownTopicOrPartition
+        );
+        assert_eq!(
+            log.image.reassign("t", 7, None, true).unwrap_err().0,
+            ResponseError::UnknownTopicOrPartition
+        );
+    }
+
+    #[test]
+    fn a_cancel_with_no_original_replica_in_the_isr_is_refused() {
+        let mut log = Log::with_brokers(6);
+        let t = log.topic("t", 1, 3);
+        assert_eq!(log.p(t, 0).replicas, vec![1, 2, 3]);
+        log.reassign(Some(&[4, 5, 6])).unwrap();
+        // 4 joins while 2 and 3 lag behind, then the leader dies: 4 leads alone.
+        log.leader_asks(t, vec![1, 4]);
+        let rs = log.image.fence_broker(1);
+        log.commit(rs);
+        let p = log.p(t, 0);
+        assert_eq!((p.leader, p.isr.clone()), (4, vec![4]));
+        let (e, msg) = log.image.reassign("t", 0, None, true).unwrap_err();
+        assert_eq!(e, ResponseError::InvalidReplicaAssignment);
+        assert!(msg.contains("ISR [4]"), "{msg}");
+        assert!(log.p(t, 0).reassigning(), "still moving to [4, 5, 6]");
+    }
+
+    #[test]
+    fn new_partitions_take_an_explicit_assignment_of_the_topics_size() {
+        let mut log = Log::with_brokers(3);
+        let t = log.topic("t", 1, 2);
+        let err =
+            |log: &Log, a: &[Vec<i32>]| log.image.add_partitions("t", 3, 0, Some(a)).unwrap_err().0;
+        assert_eq!(
+            err(&log, &[vec![3, 1]]),
+            ResponseError::InvalidReplicaAssignment,
+            "two are added"
+        );
+        assert_eq!(
+            err(&log, &[vec![3, 1], vec![2]]),
+            ResponseError::InvalidReplicaAssignment,
+            "the topic has two replicas per partition"
+        );
+        assert_eq!(
+            err(&log, &[vec![3, 1], vec![2, 9]]),
+            ResponseError::InvalidReplicaAssignment
+        );
+        let rs = log
+            .image
+            .add_partitions("t", 3, 0, Some(&[vec![3, 1], vec![2, 3]]))
+            .unwrap();
+        log.commit(rs);
+        assert_eq!(log.p(t, 1).replicas, vec![3, 1]);
+        assert_eq!(
+            (log.p(t, 2).replicas.clone(), log.p(t, 2).leader),
+            (vec![2, 3], 2)
         );
     }
 

@@ -56,10 +56,20 @@ pub enum BrokerRequest {
         name: String,
         count: i32,
         validate_only: bool,
+        /// Replicas per new partition, when CreatePartitions gave them.
+        #[serde(default)]
+        assignment: Option<Vec<Vec<i32>>>,
     },
     ElectPreferred {
         topic: String,
         index: i32,
+    },
+    /// AlterPartitionReassignments for one partition; `target: None` cancels.
+    Reassign {
+        topic: String,
+        index: i32,
+        target: Option<Vec<i32>>,
+        allow_rf_change: bool,
     },
     SetTopicConfigs {
         name: String,

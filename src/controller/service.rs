@@ -394,16 +394,37 @@ impl ControllerNode {
                 name,
                 count,
                 validate_only,
+                assignment,
             } => {
                 self.decide(|image, active| {
                     active.next_start = active.next_start.wrapping_add(1);
                     let rs = image
-                        .add_partitions(&name, count, active.next_start)
-                        .map_err(err)?;
+                        .add_partitions(&name, count, active.next_start, assignment.as_deref())
+                        .map_err(|(e, m)| BrokerReply::Error {
+                            code: e.code(),
+                            message: Some(m),
+                        })?;
                     Ok((
                         BrokerReply::Done,
                         if validate_only { Vec::new() } else { rs },
                     ))
+                })
+                .await
+            }
+            BrokerRequest::Reassign {
+                topic,
+                index,
+                target,
+                allow_rf_change,
+            } => {
+                self.decide(|image, _| {
+                    let rs = image
+                        .reassign(&topic, index, target.as_deref(), allow_rf_change)
+                        .map_err(|(e, m)| BrokerReply::Error {
+                            code: e.code(),
+                            message: Some(m),
+                        })?;
+                    Ok((BrokerReply::Done, rs))
                 })
                 .await
             }

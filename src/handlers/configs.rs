@@ -342,7 +342,13 @@ pub async fn incremental_alter(
                     Err(e) => Err(e),
                 },
             },
-            RESOURCE_BROKER => Err(refuse_broker(broker, r.resource_name.as_str())),
+            // Cairn has no dynamic broker configs, so deleting one is always a no-op that
+            // succeeds, as in Kafka for a key never set (kafka-reassign-partitions clears
+            // its throttles this way); anything else is refused.
+            RESOURCE_BROKER => match check_broker_name(broker, r.resource_name.as_str()) {
+                Ok(()) if r.configs.iter().all(|c| c.config_operation == OP_DELETE) => Ok(()),
+                _ => Err(refuse_broker(broker, r.resource_name.as_str())),
+            },
             other => Err(Error::InvalidRequest(format!(
                 "config resource type {other} is not supported"
             ))),

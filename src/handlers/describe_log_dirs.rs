@@ -29,6 +29,7 @@ pub async fn handle(
             .collect(),
     };
     let dirs = broker.catalog.dirs();
+    let node = broker.node_id();
     let mut results = Vec::with_capacity(dirs.len());
     for (index, d) in dirs.iter().enumerate() {
         let mut topics = Vec::new();
@@ -40,6 +41,8 @@ pub async fn handle(
                 .partitions
                 .iter()
                 .filter(|p| p.dir == index)
+                // In a cluster every broker knows every partition; it holds only its replicas.
+                .filter(|p| p.placement(node).replicas.contains(&node))
                 .filter(|p| only.as_ref().is_none_or(|o| o.contains(&p.index)))
                 .map(|p| {
                     DescribeLogDirsPartition::default()

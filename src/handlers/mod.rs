@@ -19,6 +19,7 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod offsets;
 pub mod produce;
+pub mod reassignments;
 pub mod topics;
 
 use kafka_protocol::messages::{BrokerId, TopicName};

@@ -250,9 +250,7 @@ pub async fn create_partitions(
     let mut results = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
         let check = match &t.assignments {
-            Some(_) if broker.cluster().is_some() => Err(Error::InvalidReplicaAssignment(
-                "explicit replica assignments are not supported in a cluster yet".into(),
-            )),
+            Some(_) if broker.cluster().is_some() => Ok(()),
             Some(a)
                 if a.iter()
                     .flat_map(|x| x.broker_ids.iter())
@@ -273,7 +271,12 @@ pub async fn create_partitions(
         let result = match check {
             Ok(()) => match broker.cluster() {
                 Some(c) => {
-                    c.create_partitions(broker, &t.name, t.count, req.validate_only)
+                    let assignment = t.assignments.as_ref().map(|a| {
+                        a.iter()
+                            .map(|x| x.broker_ids.iter().map(|b| b.0).collect())
+                            .collect()
+                    });
+                    c.create_partitions(broker, &t.name, t.count, assignment, req.validate_only)
                         .await
                 }
                 None => {

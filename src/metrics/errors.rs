@@ -165,6 +165,16 @@ codes!(ElectLeadersResponse, |r, f| {
         .flat_map(|t| &t.partition_result)
         .for_each(|p| f(p.error_code));
 });
+codes!(AlterPartitionReassignmentsResponse, |r, f| {
+    f(r.error_code);
+    r.responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .for_each(|p| f(p.error_code));
+});
+codes!(ListPartitionReassignmentsResponse, |r, f| {
+    f(r.error_code)
+});
 
 #[cfg(test)]
 mod tests {

@@ -281,6 +281,12 @@ impl Cluster {
             for (i, ps) in t.partitions.iter().enumerate() {
                 let p = &topic.partitions[i];
                 self.apply_partition(me, image, t.id, ps, p);
+                let o = p.log.offsets();
+                if !ps.replicas.contains(&me) && o.log_end > o.log_start {
+                    // Moved away (a reassignment completed): the data goes, as in Kafka.
+                    tracing::info!(topic = %t.name, partition = i, "no longer a replica: deleting the local log");
+                    p.log.truncate_to(o.log_start).await?;
+                }
                 if ps.leader != me && ps.leader != NO_LEADER && ps.replicas.contains(&me) {
                     let Some(addr) = endpoint(image, ps.leader, &broker.config) else {
                         continue;
@@ -621,12 +627,14 @@ impl Cluster {
         broker: &Broker,
         name: &str,
         count: i32,
+        assignment: Option<Vec<Vec<i32>>>,
         validate_only: bool,
     ) -> Result<()> {
         self.ask(BrokerRequest::CreatePartitions {
             name: name.to_string(),
             count,
             validate_only,
+            assignment,
         })
         .await?;
         if !validate_only {
@@ -666,6 +674,25 @@ impl Cluster {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         Ok(())
+    }
+
+    /// Starts, replaces or (with `target: None`) cancels the reassignment of one partition
+    /// through the controller.
+    pub async fn reassign(
+        &self,
+        topic: &str,
+        index: i32,
+        target: Option<Vec<i32>>,
+        allow_rf_change: bool,
+    ) -> Result<()> {
+        self.ask(BrokerRequest::Reassign {
+            topic: topic.to_string(),
+            index,
+            target,
+            allow_rf_change,
+        })
+        .await
+        .map(|_| ())
     }
 
     pub async fn elect_preferred(&self, topic: &str, index: i32) -> Result<()> {
