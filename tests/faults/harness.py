@@ -8,7 +8,9 @@ checker over what was acknowledged and what is read back:
 - per partition, values keep the order they were produced in;
 - while two of three brokers are down, nothing is acknowledged;
 - after healing, every replica's log is identical (`cairn dump-log` of each stopped node);
-- a consumer group's committed offsets survive kill -9 of its coordinator.
+- a consumer group's committed offsets survive kill -9 of its coordinator;
+- kafka-reassign-partitions moves every partition off a broker and back (a replica copied
+  from scratch) under load, and every broker's metadata shows the targets.
 
 Links between brokers go through TCP proxies in this script, one per direction, so a broker
 can be cut off from the other brokers (replication and the controller quorum) while clients
@@ -608,6 +610,46 @@ async def kill_coordinator(c, prod):
         raise Failure(f"offsets changed across the old coordinator's restart: {final} (before: {moved})")
 
 
+REASSIGN_CMD = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+
+
+async def move_replicas(c, targets, what):
+    """kafka-reassign-partitions --execute to {partition: replicas}, then --verify until
+    it reports every move complete; each broker's metadata must show the targets."""
+    plan = c.dir / "reassign.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": TOPIC, "partition": p, "replicas": r} for p, r in sorted(targets.items())]}))
+    await run([str(KAFKA_RUN), REASSIGN_CMD, "--bootstrap-server", c.bootstrap(), "--execute",
+               "--reassignment-json-file", str(plan)], timeout=120)
+    deadline = time.time() + 120
+    while True:
+        out = await run([str(KAFKA_RUN), REASSIGN_CMD, "--bootstrap-server", c.bootstrap(), "--verify",
+                         "--reassignment-json-file", str(plan)], timeout=120, check=False)
+        views = [await c.view(i) for i in NODES]
+        if out.count("is completed") == len(targets) and all(
+                {p: v[1] for p, v in view.items()} == targets for view in views):
+            log(f"{what}: complete, " + ", ".join(f"p{p} {r}" for p, r in sorted(targets.items())))
+            return
+        if time.time() > deadline:
+            raise Failure(f"{what} not complete in 120 s: {out.strip()[-300:]} {await c.metadata()}")
+        await asyncio.sleep(1)
+
+
+async def reassign(c, prod):
+    """Not a kill: kafka-reassign-partitions takes the leader of partition 0 out of every
+    partition's replicas under load (its data is deleted, leaderships move), then puts it
+    back where it was, so it copies every partition from scratch and rejoins the ISR."""
+    md = await c.metadata()
+    out = md[0][0]
+    original = {p: v[1] for p, v in md.items()}
+    log(f"fault: reassign every partition away from node {out} (the leader of partition 0), then back")
+    await move_replicas(c, {p: [b for b in r if b != out] for p, r in original.items()}, f"moving off node {out}")
+    await prod.wait_acks(50)
+    await move_replicas(c, original, f"moving back onto node {out}")
+    await c.wait_healthy("the reassignments")
+    await prod.wait_acks(50)
+
+
 async def preferred_election(c, prod):
     """Not a fault: kafka-leader-election moves every leadership back to the preferred
     replica (after the faults above, most have moved)."""
@@ -625,7 +667,7 @@ async def preferred_election(c, prod):
 
 
 FAULTS = [kill_leader, kill_controller, cut_follower, cut_leader, lose_two, stop_leader, rolling_restart,
-          kill_coordinator]
+          kill_coordinator, reassign]
 
 
 # ---- checks ------------------------------------------------------------------------------
