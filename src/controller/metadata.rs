@@ -866,6 +866,52 @@ impl Image {
         )])
     }
 
+    /// Unclean leader election: a partition without a leader whose ISR has no live member
+    /// gets the first live replica as leader and sole ISR member, and what only the old
+    /// ISR held is lost. Kafka does it where `unclean.leader.election.enable` allows, and
+    /// for ElectLeaders with the UNCLEAN type whatever the config.
+    pub fn elect_unclean(&self, topic: Uuid, index: i32) -> Result<Vec<Record>, ResponseError> {
+        let p = self
+            .partition(topic, index)
+            .ok_or(ResponseError::UnknownTopicOrPartition)?;
+        if p.leader != NO_LEADER {
+            return Err(ResponseError::ElectionNotNeeded);
+        }
+        // A live ISR member (clean) would be elected by unfencing; should one be here, it goes first.
+        let leader = p
+            .isr
+            .iter()
+            .chain(&p.replicas)
+            .copied()
+            .find(|r| self.eligible(*r))
+            .ok_or(ResponseError::EligibleLeadersNotAvailable)?;
+        Ok(vec![change(
+            topic,
+            index as usize,
+            p,
+            Some(vec![leader]),
+            Some(leader),
+        )])
+    }
+
+    /// Unclean elections for every leaderless partition of the topics `allowed` says may
+    /// have one, where a live replica exists.
+    pub fn unclean_elections(&self, allowed: impl Fn(&TopicState) -> bool) -> Vec<Record> {
+        self.topics
+            .values()
+            .filter(|t| allowed(t))
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.leader == NO_LEADER)
+                    .filter_map(|(i, _)| self.elect_unclean(t.id, i as i32).ok())
+                    .flatten()
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// Kafka's auto leader rebalance: for every broker whose share of the partitions it
     /// prefers (first replica) but does not lead is above `percent`, preferred elections
     /// for those partitions where it is live and in the ISR.
@@ -1399,6 +1445,39 @@ mod tests {
         assert_eq!(
             (log.p(t, 2).replicas.clone(), log.p(t, 2).leader),
             (vec![2, 3], 2)
+        );
+    }
+
+    #[test]
+    fn unclean_election_takes_a_live_replica_outside_the_isr_only_where_allowed() {
+        let mut log = Log::with_brokers(3);
+        let t = log.topic("t", 1, 2);
+        let p = log.p(t, 0);
+        let (first, second) = (p.replicas[0], p.replicas[1]);
+        // The follower dies (ISR shrinks to the leader), then the leader.
+        let rs = log.image.fence_broker(second);
+        log.commit(rs);
+        let rs = log.image.fence_broker(first);
+        log.commit(rs);
+        assert_eq!(
+            (log.p(t, 0).leader, log.p(t, 0).isr.clone()),
+            (NO_LEADER, vec![first])
+        );
+        // The follower returns: not in the ISR, so a clean election cannot pick it.
+        let rs = log.image.unfence_broker(second);
+        log.commit(rs);
+        assert_eq!(log.p(t, 0).leader, NO_LEADER);
+        assert!(log.image.unclean_elections(|_| false).is_empty());
+        let rs = log.image.unclean_elections(|_| true);
+        log.commit(rs);
+        let p = log.p(t, 0);
+        assert_eq!(
+            (p.leader, p.isr.clone(), p.leader_epoch),
+            (second, vec![second], 2)
+        );
+        assert_eq!(
+            log.image.elect_unclean(t, 0),
+            Err(ResponseError::ElectionNotNeeded)
         );
     }
 

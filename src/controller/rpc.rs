@@ -64,6 +64,11 @@ pub enum BrokerRequest {
         topic: String,
         index: i32,
     },
+    /// ElectLeaders with the UNCLEAN type: a leaderless partition takes any live replica.
+    ElectUnclean {
+        topic: String,
+        index: i32,
+    },
     /// AlterPartitionReassignments for one partition; `target: None` cancels.
     Reassign {
         topic: String,

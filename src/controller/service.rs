@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +34,10 @@ pub struct ControllerNode {
     stop: watch::Sender<bool>,
     /// `auto.leader.rebalance.enable`: (check interval, imbalance percentage per broker).
     rebalance: Option<(Duration, u32)>,
+    /// The broker default of `unclean.leader.election.enable` (topics may override it).
+    unclean_default: bool,
+    /// Unclean elections this node decided as the active controller.
+    unclean_elections: AtomicU64,
 }
 
 struct Active {
@@ -90,6 +95,8 @@ impl ControllerNode {
             }),
             stop,
             rebalance: config.cluster.auto_leader_rebalance,
+            unclean_default: config.cluster.unclean_leader_election_enable,
+            unclean_elections: AtomicU64::new(0),
         });
         let handler: BrokerHandler = {
             let node = node.clone();
@@ -138,6 +145,19 @@ impl ControllerNode {
         });
         tokio::spawn(node.clone().run_sessions(stop_rx));
         Ok(node)
+    }
+
+    /// Whether `unclean.leader.election.enable` holds for topic `t` (its override, else the
+    /// broker default).
+    fn unclean_allowed(&self, t: &super::metadata::TopicState) -> bool {
+        t.configs
+            .get("unclean.leader.election.enable")
+            .map_or(self.unclean_default, |v| v.eq_ignore_ascii_case("true"))
+    }
+
+    /// Unclean elections decided by this node while it was the active controller.
+    pub fn unclean_elections(&self) -> u64 {
+        self.unclean_elections.load(Ordering::Relaxed)
     }
 
     /// The metadata image this voter has applied, now and after every change.
@@ -192,6 +212,24 @@ impl ControllerNode {
                 .await;
             if let Err(reply) = result {
                 tracing::debug!(?reply, "session expiry not committed");
+            }
+            let unclean = self
+                .decide(|image, _| {
+                    let rs = image.unclean_elections(|t| self.unclean_allowed(t));
+                    Ok((rs.len(), rs))
+                })
+                .await;
+            match unclean {
+                Ok(0) => {}
+                Ok(n) => {
+                    self.unclean_elections
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                    tracing::warn!(
+                        partitions = n,
+                        "unclean leader election: replicas outside the ISR lead; records only the old ISR held are lost"
+                    );
+                }
+                Err(reply) => tracing::debug!(?reply, "unclean election not committed"),
             }
             if let (Some(at), Some((every, percent))) = (next_rebalance, self.rebalance) {
                 if Instant::now() >= at {
@@ -427,6 +465,24 @@ impl ControllerNode {
                     Ok((BrokerReply::Done, rs))
                 })
                 .await
+            }
+            BrokerRequest::ElectUnclean { topic, index } => {
+                let result = self
+                    .decide(|image, _| {
+                        let id = *image
+                            .names
+                            .get(&topic)
+                            .ok_or(err(kafka_protocol::ResponseError::UnknownTopicOrPartition))?;
+                        Ok((
+                            BrokerReply::Done,
+                            image.elect_unclean(id, index).map_err(err)?,
+                        ))
+                    })
+                    .await;
+                if result.is_ok() {
+                    self.unclean_elections.fetch_add(1, Ordering::Relaxed);
+                }
+                result
             }
             BrokerRequest::ElectPreferred { topic, index } => {
                 self.decide(|image, _| {

@@ -1,8 +1,9 @@
 //! ElectLeaders (kafka-leader-election): preferred-leader elections, decided by the
 //! controller like Kafka's: the first replica leads again if it is in the ISR and live
 //! (ELECTION_NOT_NEEDED when it already leads, PREFERRED_LEADER_NOT_AVAILABLE otherwise).
-//! Unclean elections are refused for partitions without a leader (none is ever elected
-//! outside the ISR here) and not needed for the others.
+//! Unclean elections give a partition without a leader its first live replica, in the ISR
+//! or not (whatever `unclean.leader.election.enable` says, as in Kafka); partitions with a
+//! leader do not need one.
 
 use std::sync::Arc;
 
@@ -45,44 +46,41 @@ pub async fn handle(
     for (topic, partitions) in wanted {
         let mut out = Vec::with_capacity(partitions.len());
         for index in partitions {
-            let outcome: Result<(), (ResponseError, String)> = match broker
-                .catalog
-                .partition(&topic, index)
-            {
-                Err(e) => Err((e.response_error(), e.to_string())),
-                Ok((_, p)) => {
-                    let place = p.placement(node);
-                    if req.election_type != PREFERRED {
-                        if place.leader >= 0 {
+            let outcome: Result<(), (ResponseError, String)> =
+                match broker.catalog.partition(&topic, index) {
+                    Err(e) => Err((e.response_error(), e.to_string())),
+                    Ok((_, p)) => {
+                        let place = p.placement(node);
+                        if req.election_type != PREFERRED {
+                            match broker.cluster() {
+                                Some(c) if place.leader < 0 => c
+                                    .elect_unclean(&topic, index)
+                                    .await
+                                    .map_err(|e| (e.response_error(), e.to_string())),
+                                _ => Err((
+                                    ResponseError::ElectionNotNeeded,
+                                    "the partition has a leader".into(),
+                                )),
+                            }
+                        } else if place.replicas.first() == Some(&place.leader) {
                             Err((
                                 ResponseError::ElectionNotNeeded,
-                                "the partition has a leader".into(),
+                                "the preferred replica already leads".into(),
                             ))
                         } else {
-                            Err((
-                                    ResponseError::EligibleLeadersNotAvailable,
-                                    "unclean leader election is not supported: no replica outside the ISR is ever elected".into(),
-                                ))
-                        }
-                    } else if place.replicas.first() == Some(&place.leader) {
-                        Err((
-                            ResponseError::ElectionNotNeeded,
-                            "the preferred replica already leads".into(),
-                        ))
-                    } else {
-                        match broker.cluster() {
-                            Some(c) => c
-                                .elect_preferred(&topic, index)
-                                .await
-                                .map_err(|e| (e.response_error(), e.to_string())),
-                            None => Err((
-                                ResponseError::PreferredLeaderNotAvailable,
-                                Error::NotLeaderOrFollower.to_string(),
-                            )),
+                            match broker.cluster() {
+                                Some(c) => c
+                                    .elect_preferred(&topic, index)
+                                    .await
+                                    .map_err(|e| (e.response_error(), e.to_string())),
+                                None => Err((
+                                    ResponseError::PreferredLeaderNotAvailable,
+                                    Error::NotLeaderOrFollower.to_string(),
+                                )),
+                            }
                         }
                     }
-                }
-            };
+                };
             let r = PartitionResult::default().with_partition_id(index);
             out.push(match outcome {
                 Ok(()) => r,

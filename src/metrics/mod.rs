@@ -306,6 +306,14 @@ impl Metrics {
 
     /// The Prometheus text exposition: registered families plus the state of `broker`.
     pub fn render(&self, broker: &Broker) -> String {
+        if let Some(c) = broker.cluster() {
+            // Decided by the controller, counted here (the controller has no registry).
+            let decided = c.controller.unclean_elections();
+            let counted = self.unclean_leader_elections.get();
+            if decided > counted {
+                self.unclean_leader_elections.inc_by(decided - counted);
+            }
+        }
         let mut families = self.registry.gather();
         families.extend(state::families(broker, self.partition_series));
         families.sort_by(|a, b| a.name().cmp(b.name()));

@@ -63,6 +63,16 @@ pub fn families(broker: &Broker, partition_series: bool) -> Vec<MetricFamily> {
     // Controller-wide figures come from the active controller only (as in Kafka), so sums
     // over the cluster count each once; a single node is its own controller.
     let active = broker.cluster().is_none_or(|c| c.controller.is_active());
+    if let Some(c) = broker.cluster() {
+        let counted = broker.metrics.unclean_leader_elections.get();
+        let decided = c.controller.unclean_elections();
+        if decided > counted {
+            broker
+                .metrics
+                .unclean_leader_elections
+                .inc_by(decided - counted);
+        }
+    }
     let only_active = |v: i64| if active { v } else { 0 };
     let brokers = broker
         .live_brokers(&broker.config.advertised_listeners[0].name)

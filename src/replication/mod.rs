@@ -695,6 +695,15 @@ impl Cluster {
         .map(|_| ())
     }
 
+    pub async fn elect_unclean(&self, topic: &str, index: i32) -> Result<()> {
+        self.ask(BrokerRequest::ElectUnclean {
+            topic: topic.to_string(),
+            index,
+        })
+        .await
+        .map(|_| ())
+    }
+
     pub async fn elect_preferred(&self, topic: &str, index: i32) -> Result<()> {
         self.ask(BrokerRequest::ElectPreferred {
             topic: topic.to_string(),
