@@ -129,6 +129,7 @@ apis! {
     IncrementalAlterConfigs: 0..=1 => always handlers::configs::incremental_alter,
     OffsetDelete: 0..=0 => always handlers::offsets::delete,
     DescribeCluster: 0..=2 => always handlers::describe_cluster::handle,
+    DescribeQuorum: 0..=2 => always handlers::describe_quorum::handle,
     ConsumerGroupHeartbeat: 0..=1 => always handlers::consumer_groups::heartbeat,
     ConsumerGroupDescribe: 0..=1 => always handlers::consumer_groups::describe,
     DescribeTopicPartitions: 0..=0 => always handlers::describe_topic_partitions::handle,

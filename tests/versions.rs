@@ -262,6 +262,20 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
             assert_eq!(r.error_code, 0, "{at}");
             assert!(r.topics.is_empty(), "{at}");
         }
+        ApiKey::DescribeQuorum => {
+            use kafka_protocol::messages::describe_quorum_request::*;
+            let req = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+                .with_topic_name(name("__cluster_metadata"))
+                .with_partitions(vec![PartitionData::default()])]);
+            let r: DescribeQuorumResponse = c.send(api, v, &req);
+            // One node runs no quorum, and says so for the quorum's partition.
+            assert_eq!(r.error_code, 0, "{at}");
+            assert_eq!(
+                r.topics[0].partitions[0].error_code,
+                ResponseError::UnknownTopicOrPartition.code(),
+                "{at}"
+            );
+        }
         ApiKey::ListConfigResources => {
             let req = ListConfigResourcesRequest::default();
             let r: ListConfigResourcesResponse = c.send(api, v, &req);

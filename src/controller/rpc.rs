@@ -64,6 +64,8 @@ pub enum BrokerRequest {
         topic: String,
         index: i32,
     },
+    /// DescribeQuorum: the active controller's view of the Raft quorum.
+    DescribeQuorum,
     /// ElectLeaders with the UNCLEAN type: a leaderless partition takes any live replica.
     ElectUnclean {
         topic: String,
@@ -105,6 +107,19 @@ pub enum BrokerReply {
         id: Uuid,
     },
     Done,
+    Quorum(QuorumState),
+}
+
+/// The metadata quorum as its leader sees it (KRaft's DescribeQuorum): offsets are Raft
+/// log positions, the epoch is the Raft term.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumState {
+    pub leader: i32,
+    pub epoch: i32,
+    /// The next position after the last entry applied, which the quorum committed.
+    pub high_watermark: i64,
+    /// (voter id, log end offset as far as the leader knows; -1 if unknown).
+    pub voters: Vec<(i32, i64)>,
 }
 
 impl BrokerReply {

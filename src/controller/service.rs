@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::metadata::{AlterIsr, Image, Record};
 use super::network::{self, BrokerHandler, Network};
 use super::raft::{open_db, LogStore, StateMachine, TypeConfig};
-use super::rpc::{BrokerReply, BrokerRequest};
+use super::rpc::{BrokerReply, BrokerRequest, QuorumState};
 use super::sessions::{Heartbeat, Sessions};
 use crate::config::Config;
 
@@ -158,6 +158,38 @@ impl ControllerNode {
     /// Unclean elections decided by this node while it was the active controller.
     pub fn unclean_elections(&self) -> u64 {
         self.unclean_elections.load(Ordering::Relaxed)
+    }
+
+    /// The quorum as this voter sees it while it leads (followers' positions are the
+    /// entries Raft last matched on them), else `None`.
+    fn quorum(&self) -> Option<QuorumState> {
+        if !self.is_active() {
+            return None;
+        }
+        let m = self.raft.metrics().borrow().clone();
+        let next = |index: Option<u64>| index.map_or(0, |i| i as i64 + 1);
+        let matched = m.replication.clone().unwrap_or_default();
+        let voters = m
+            .membership_config
+            .membership()
+            .voter_ids()
+            .map(|id| {
+                let leo = if id == self.id as u64 {
+                    next(m.last_log_index)
+                } else {
+                    matched
+                        .get(&id)
+                        .map_or(-1, |l| next(l.as_ref().map(|l| l.index)))
+                };
+                (id as i32, leo)
+            })
+            .collect();
+        Some(QuorumState {
+            leader: self.id,
+            epoch: m.current_term as i32,
+            high_watermark: next(m.last_applied.map(|l| l.index)),
+            voters,
+        })
     }
 
     /// The metadata image this voter has applied, now and after every change.
@@ -300,6 +332,12 @@ impl ControllerNode {
     async fn handle(&self, req: BrokerRequest) -> BrokerReply {
         let err = BrokerReply::error;
         let result = match req {
+            BrokerRequest::DescribeQuorum => match self.quorum() {
+                Some(q) => Ok(BrokerReply::Quorum(q)),
+                None => Err(BrokerReply::NotController {
+                    leader: self.leader(),
+                }),
+            },
             BrokerRequest::Register {
                 id,
                 incarnation,

@@ -8,6 +8,7 @@ pub mod consumer_groups;
 pub mod delete_records;
 pub mod describe_cluster;
 pub mod describe_log_dirs;
+pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod elect_leaders;
 pub mod fetch;

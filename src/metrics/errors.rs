@@ -172,6 +172,13 @@ codes!(AlterPartitionReassignmentsResponse, |r, f| {
         .flat_map(|t| &t.partitions)
         .for_each(|p| f(p.error_code));
 });
+codes!(DescribeQuorumResponse, |r, f| {
+    f(r.error_code);
+    r.topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .for_each(|p| f(p.error_code));
+});
 codes!(ListPartitionReassignmentsResponse, |r, f| {
     f(r.error_code)
 });

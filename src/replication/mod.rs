@@ -157,6 +157,17 @@ impl Cluster {
         self.image.borrow().clone()
     }
 
+    /// Registered and unfenced in the metadata this broker applied, in this incarnation
+    /// (an old incarnation's registration, live until its session ends, does not count).
+    pub fn is_running(&self) -> bool {
+        let image = self.image();
+        let epoch = self.broker_epoch();
+        image
+            .brokers
+            .values()
+            .any(|b| b.incarnation == self.incarnation && b.epoch == epoch && !b.fenced)
+    }
+
     pub fn broker_epoch(&self) -> i64 {
         self.epoch.load(Ordering::Acquire)
     }
@@ -693,6 +704,17 @@ impl Cluster {
         })
         .await
         .map(|_| ())
+    }
+
+    /// The metadata quorum, from the active controller.
+    pub async fn describe_quorum(&self) -> Result<crate::controller::rpc::QuorumState> {
+        match self.ask(BrokerRequest::DescribeQuorum).await? {
+            BrokerReply::Quorum(q) => Ok(q),
+            other => Err(Error::Controller {
+                error: ResponseError::UnknownServerError,
+                message: format!("unexpected answer from the controller: {other:?}"),
+            }),
+        }
     }
 
     pub async fn elect_unclean(&self, topic: &str, index: i32) -> Result<()> {
