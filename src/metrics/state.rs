@@ -124,6 +124,11 @@ pub fn families(broker: &Broker, partition_series: bool) -> Vec<MetricFamily> {
             only_active(global_partitions as i64),
         ),
         ("kafka_brokers", "Live brokers in the cluster", brokers),
+        (
+            "kafka_server_kafkaserver_brokerstate",
+            "Kafka's BrokerState: 1 starting (in a cluster: not yet registered and unfenced in this incarnation), 3 running, 7 shutting down",
+            broker_state(broker),
+        ),
     ] {
         gauge(&mut out, name, help, value);
     }
@@ -279,4 +284,15 @@ pub fn families(broker: &Broker, partition_series: bool) -> Vec<MetricFamily> {
         });
     }
     out
+}
+
+/// Kafka's BrokerState codes for this broker.
+fn broker_state(broker: &Broker) -> i64 {
+    if broker.is_shutting_down() {
+        7
+    } else if !broker.is_ready() || broker.cluster().is_some_and(|c| !c.is_running()) {
+        1
+    } else {
+        3
+    }
 }

@@ -363,7 +363,8 @@ class Cluster:
         raise Failure(f"node {old} still leads partition 0 {timeout}s after {what}: {await self.views()}")
 
     async def wait_healthy(self, what, timeout=120):
-        """Until every partition has a leader and a full ISR of live brokers."""
+        """Until every partition has a leader and a full ISR of live brokers, and every
+        broker runs in its current incarnation."""
         deadline = time.time() + timeout
         healthy = lambda md: len(md) == PARTITIONS and all(
             l > 0 and sorted(isr) == list(NODES) for l, _, isr in md.values())
@@ -372,7 +373,11 @@ class Cluster:
             # Every broker must say so (one that could not reach the quorum has a stale view),
             # for a second (an ISR change decided during the fault may still land).
             views = [await self.view(i) for i in NODES]
-            if all(healthy(v) for v in views) and all(v == views[0] for v in views):
+            # A restarted Cairn broker is running only once registered and unfenced in its
+            # new incarnation (until then the metadata may still list its old one).
+            running = self.kafka or all(
+                self.scrape(i).get("kafka_server_kafkaserver_brokerstate") == 3 for i in NODES)
+            if running and all(healthy(v) for v in views) and all(v == views[0] for v in views):
                 since = since or time.time()
                 if time.time() - since >= 1:
                     md = views[0]
