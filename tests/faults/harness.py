@@ -10,7 +10,9 @@ checker over what was acknowledged and what is read back:
 - after healing, every replica's log is identical (`cairn dump-log` of each stopped node);
 - a consumer group's committed offsets survive kill -9 of its coordinator;
 - kafka-reassign-partitions moves every partition off a broker and back (a replica copied
-  from scratch) under load, and every broker's metadata shows the targets.
+  from scratch) under load, and every broker's metadata shows the targets;
+- an unclean election on a second topic (unclean.leader.election.enable, two replicas)
+  elects the returning follower and keeps exactly its acks=all records.
 
 Links between brokers go through TCP proxies in this script, one per direction, so a broker
 can be cut off from the other brokers (replication and the controller quorum) while clients
@@ -323,16 +325,16 @@ class Cluster:
                 out[i] = raw[raw.find('"partitions"'):][:200]
         return out
 
-    async def view(self, i):
-        """Partitions of TOPIC as broker `i` reports them: {p: (leader, replicas, isr)}."""
-        out = await run(["kcat", "-b", f"127.0.0.1:{self.client[i]}", "-L", "-J", "-t", TOPIC, "-m", "3"],
+    async def view(self, i, topic=TOPIC):
+        """Partitions of `topic` as broker `i` reports them: {p: (leader, replicas, isr)}."""
+        out = await run(["kcat", "-b", f"127.0.0.1:{self.client[i]}", "-L", "-J", "-t", topic, "-m", "3"],
                         timeout=10, check=False)
         try:
             md = json.loads(out)
         except ValueError:
             return {}
         for t in md.get("topics", []):
-            if t.get("topic") == TOPIC and t.get("partitions"):
+            if t.get("topic") == topic and t.get("partitions"):
                 return {p["partition"]: (p["leader"], [r["id"] for r in p["replicas"]],
                                          [r["id"] for r in p["isrs"]]) for p in t["partitions"]}
         return {}
@@ -398,11 +400,12 @@ def subprocess_popen(argv, out, env):
     return subprocess.Popen(argv, stdout=out, stderr=out, env=env, start_new_session=True)
 
 
-async def run(argv, timeout=60, check=True, env=None):
+async def run(argv, timeout=60, check=True, env=None, input=None):
     p = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
-                                             stderr=asyncio.subprocess.PIPE, env=env)
+                                             stderr=asyncio.subprocess.PIPE, env=env,
+                                             stdin=asyncio.subprocess.PIPE if input is not None else None)
     try:
-        out, err = await asyncio.wait_for(p.communicate(), timeout)
+        out, err = await asyncio.wait_for(p.communicate(input.encode() if input is not None else None), timeout)
     except asyncio.TimeoutError:
         p.kill()
         raise Failure(f"{argv[0]} timed out after {timeout}s")
@@ -615,6 +618,76 @@ async def kill_coordinator(c, prod):
         raise Failure(f"offsets changed across the old coordinator's restart: {final} (before: {moved})")
 
 
+UNCLEAN_TOPIC = "faults-unclean"
+
+
+async def wait_view(c, i, what, ok, timeout=60):
+    """Until broker `i`'s view of UNCLEAN_TOPIC partition 0, (leader, replicas, isr),
+    satisfies `ok`."""
+    deadline = time.time() + timeout
+    while True:
+        v = (await c.view(i, UNCLEAN_TOPIC)).get(0)
+        if v and ok(v):
+            log(f"{UNCLEAN_TOPIC}: {what}: leader {v[0]}, isr {v[2]}")
+            return
+        if time.time() > deadline:
+            raise Failure(f"{UNCLEAN_TOPIC} on node {i}: not {what} within {timeout}s: {v}")
+        await asyncio.sleep(0.5)
+
+
+async def kcat_produce(c, values, acks):
+    await run(["kcat", "-P", "-b", c.bootstrap(), "-t", UNCLEAN_TOPIC, "-p", "0", "-X", f"acks={acks}",
+               "-X", "enable.idempotence=false", "-X", "message.timeout.ms=30000"],
+              timeout=60, input="\n".join(values) + "\n")
+
+
+async def unclean_election(c, prod):
+    """unclean.leader.election.enable on a topic of two replicas [a, b]: b dies (the ISR
+    shrinks to a), records go to a alone with acks=1, a dies, b returns and is elected
+    from outside the ISR; a returns and truncates what only it held. The test topic
+    (unclean elections off) keeps every acknowledged record meanwhile."""
+    a, b = random.sample(NODES, 2)
+    await run([str(KAFKA_RUN), "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", c.bootstrap(),
+               "--create", "--if-not-exists", "--topic", UNCLEAN_TOPIC, "--replica-assignment", f"{a}:{b}",
+               "--config", "unclean.leader.election.enable=true", "--config", "min.insync.replicas=1"],
+              timeout=120)
+    # A later round finds the topic as the first created it.
+    await wait_view(c, NODES[0], "created", lambda v: len(v[1]) == 2)
+    a, b = (await c.view(NODES[0], UNCLEAN_TOPIC))[0][1]
+    await wait_view(c, a, "fully replicated", lambda v: v[0] == a and sorted(v[2]) == sorted([a, b]))
+    base = len(await read_topic(c, UNCLEAN_TOPIC))
+    kept = [f"kept-{base + n}" for n in range(100)]
+    await kcat_produce(c, kept, "all")
+    log(f"fault: unclean election on {UNCLEAN_TOPIC} [{a}, {b}]: kill -9 follower {b}, write to {a} alone, "
+        f"kill -9 {a}, restart {b}")
+    await c.kill(b)
+    await wait_view(c, a, f"without {b}", lambda v: v[2] == [a])
+    await kcat_produce(c, [f"lost-{base + n}" for n in range(50)], "1")
+    await c.kill(a)
+    c.start(b)
+    await wait_view(c, b, f"led by {b} from outside the ISR", lambda v: v[0] == b and v[2] == [b], timeout=90)
+    if not c.kafka:
+        n = max(c.scrape(i).get("kafka_controller_controllerstats_uncleanleaderelections_total", 0)
+                for i in NODES if c.alive(i))
+        if n < 1:
+            raise Failure("no node counts an unclean leader election")
+    c.start(a)
+    await c.wait_healthy(f"restarting {a}")
+    await wait_view(c, b, "fully replicated again", lambda v: sorted(v[2]) == sorted([a, b]))
+    got = await read_topic(c, UNCLEAN_TOPIC)
+    if got[base:] != kept:
+        raise Failure(f"{UNCLEAN_TOPIC} after the unclean election: expected the {len(kept)} records written "
+                      f"with acks=all and none of the acks=1 ones, read {got[base:][:5]}... ({len(got) - base})")
+    log(f"{UNCLEAN_TOPIC}: the acks=all records kept, the 50 only {a} held gone (as unclean election means)")
+    await prod.wait_acks(50)
+
+
+async def read_topic(c, topic):
+    out = await run(["kcat", "-C", "-b", c.bootstrap(), "-t", topic, "-o", "beginning", "-e", "-q"],
+                    timeout=120)
+    return out.splitlines()
+
+
 REASSIGN_CMD = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
 
@@ -672,7 +745,7 @@ async def preferred_election(c, prod):
 
 
 FAULTS = [kill_leader, kill_controller, cut_follower, cut_leader, lose_two, stop_leader, rolling_restart,
-          kill_coordinator, reassign]
+          kill_coordinator, reassign, unclean_election]
 
 
 # ---- checks ------------------------------------------------------------------------------
@@ -727,6 +800,13 @@ async def compare_replicas(c):
             # every topic: the test topic and __consumer_offsets (the groups' state)
             out = await run([c.binary, "dump-log", str(data)], timeout=60)
             dumps[i] = out.splitlines()
+    # UNCLEAN_TOPIC has two replicas: those two must match; the third node holds nothing.
+    two = {i: [l for l in d if l.split(" ", 1)[0] == UNCLEAN_TOPIC] for i, d in dumps.items()}
+    held = [d for d in two.values() if d]
+    if any(d != held[0] for d in held) or len(held) not in (0, 2):
+        raise Failure(f"{UNCLEAN_TOPIC} replicas differ: " + ", ".join(f"node {i}: {len(d)} batches"
+                                                                   for i, d in two.items()))
+    dumps = {i: [l for l in d if l.split(" ", 1)[0] != UNCLEAN_TOPIC] for i, d in dumps.items()}
     first = dumps[NODES[0]]
     bad = [i for i in NODES if dumps[i] != first]
     if bad:
