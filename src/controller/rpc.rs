@@ -129,6 +129,14 @@ impl BrokerReply {
             message: None,
         }
     }
+
+    /// An error with the decision's own message.
+    pub fn explained((e, message): (kafka_protocol::ResponseError, String)) -> BrokerReply {
+        BrokerReply::Error {
+            code: e.code(),
+            message: Some(message),
+        }
+    }
 }
 
 /// How long one voter gets to answer before the next is tried.

@@ -422,10 +422,7 @@ impl ControllerNode {
                     if let Some(a) = &assignment {
                         let rs = image
                             .create_topic_assigned(&name, id, a, configs)
-                            .map_err(|(e, m)| BrokerReply::Error {
-                                code: e.code(),
-                                message: Some(m),
-                            })?;
+                            .map_err(BrokerReply::explained)?;
                         return Ok((
                             BrokerReply::TopicCreated { id },
                             if validate_only { Vec::new() } else { rs },
@@ -476,10 +473,7 @@ impl ControllerNode {
                     active.next_start = active.next_start.wrapping_add(1);
                     let rs = image
                         .add_partitions(&name, count, active.next_start, assignment.as_deref())
-                        .map_err(|(e, m)| BrokerReply::Error {
-                            code: e.code(),
-                            message: Some(m),
-                        })?;
+                        .map_err(BrokerReply::explained)?;
                     Ok((
                         BrokerReply::Done,
                         if validate_only { Vec::new() } else { rs },
@@ -496,10 +490,7 @@ impl ControllerNode {
                 self.decide(|image, _| {
                     let rs = image
                         .reassign(&topic, index, target.as_deref(), allow_rf_change)
-                        .map_err(|(e, m)| BrokerReply::Error {
-                            code: e.code(),
-                            message: Some(m),
-                        })?;
+                        .map_err(BrokerReply::explained)?;
                     Ok((BrokerReply::Done, rs))
                 })
                 .await
