@@ -498,10 +498,7 @@ impl ControllerNode {
             BrokerRequest::ElectUnclean { topic, index } => {
                 let result = self
                     .decide(|image, _| {
-                        let id = *image
-                            .names
-                            .get(&topic)
-                            .ok_or(err(kafka_protocol::ResponseError::UnknownTopicOrPartition))?;
+                        let id = topic_id(image, &topic)?;
                         Ok((
                             BrokerReply::Done,
                             image.elect_unclean(id, index).map_err(err)?,
@@ -515,10 +512,7 @@ impl ControllerNode {
             }
             BrokerRequest::ElectPreferred { topic, index } => {
                 self.decide(|image, _| {
-                    let id = *image
-                        .names
-                        .get(&topic)
-                        .ok_or(err(kafka_protocol::ResponseError::UnknownTopicOrPartition))?;
+                    let id = topic_id(image, &topic)?;
                     Ok((
                         BrokerReply::Done,
                         image.elect_preferred(id, index).map_err(err)?,
@@ -529,4 +523,11 @@ impl ControllerNode {
         };
         result.unwrap_or_else(|reply| reply)
     }
+}
+
+/// The id of topic `name`, or UNKNOWN_TOPIC_OR_PARTITION.
+fn topic_id(image: &Image, name: &str) -> Result<Uuid, BrokerReply> {
+    image.names.get(name).copied().ok_or(BrokerReply::error(
+        kafka_protocol::ResponseError::UnknownTopicOrPartition,
+    ))
 }
