@@ -369,3 +369,71 @@ fn bad_group_requests_get_kafka_errors_and_hurt_nobody() {
         vec![(0, 5, "fine".to_string())]
     );
 }
+
+fn consumer_heartbeat(
+    c: &mut Client,
+    member: &str,
+    epoch: i32,
+    owned: Option<Vec<consumer_group_heartbeat_request::TopicPartitions>>,
+) -> ConsumerGroupHeartbeatResponse {
+    let req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(gid("k"))
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+        .with_rebalance_timeout_ms(60_000)
+        .with_subscribed_topic_names((epoch == 0).then(|| vec![name("t")]))
+        .with_topic_partitions(owned);
+    c.send(ApiKey::ConsumerGroupHeartbeat, 1, &req)
+}
+
+/// A KIP-848 member (group.protocol=consumer) keeps its epoch and partitions across a
+/// kill -9 of the broker: the group's records are stored, and the restarted coordinator
+/// takes the member's next heartbeat as if nothing happened (no rejoin, no rebalance).
+#[test]
+fn a_consumer_group_member_keeps_its_epoch_and_partitions_across_kill_9() {
+    let mut b = Broker::start();
+    let mut c = b.client();
+    assert_eq!(c.create_topic("t", 3, &[]), 0);
+    let joined = consumer_heartbeat(&mut c, "member-1", 0, None);
+    assert_eq!(joined.error_code, 0, "{:?}", joined.error_message);
+    let epoch = joined.member_epoch;
+    let owned: Vec<consumer_group_heartbeat_request::TopicPartitions> = joined
+        .assignment
+        .expect("an assignment on joining")
+        .topic_partitions
+        .into_iter()
+        .map(|t| {
+            consumer_group_heartbeat_request::TopicPartitions::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(t.partitions)
+        })
+        .collect();
+    assert_eq!(owned[0].partitions.len(), 3);
+    let steady = consumer_heartbeat(&mut c, "member-1", epoch, Some(owned.clone()));
+    assert_eq!((steady.error_code, steady.member_epoch), (0, epoch));
+
+    b.kill9();
+    b.restart();
+    let mut c = b.client();
+    let after = consumer_heartbeat(&mut c, "member-1", epoch, Some(owned));
+    assert_eq!(
+        (after.error_code, after.member_epoch),
+        (0, epoch),
+        "the restarted coordinator knows the member: {:?}",
+        after.error_message
+    );
+    let d: ConsumerGroupDescribeResponse = c.send(
+        ApiKey::ConsumerGroupDescribe,
+        0,
+        &ConsumerGroupDescribeRequest::default().with_group_ids(vec![gid("k")]),
+    );
+    let g = &d.groups[0];
+    assert_eq!((g.error_code, g.group_epoch), (0, epoch));
+    assert_eq!(g.group_state.as_str(), "Stable");
+    assert_eq!(g.members.len(), 1);
+    assert_eq!(g.members[0].member_epoch, epoch);
+    assert_eq!(
+        g.members[0].assignment.topic_partitions[0].partitions.len(),
+        3
+    );
+}

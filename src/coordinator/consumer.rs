@@ -9,13 +9,19 @@
 //! longer its; it is given a partition only after the previous owner has let go, so no
 //! partition is ever owned by two members.
 //!
-//! Membership is not persisted: after a restart a member's heartbeat gets UNKNOWN_MEMBER_ID
-//! and it rejoins with epoch 0 (committed offsets are persisted, with the classic groups').
+//! State is persisted as Kafka's coordinator does it, one record for the group (epochs and
+//! the partition counts the target was computed from) and one per member (its epochs,
+//! subscription, what it owns, what it is revoking, its target): [`ConsumerGroup::take_changes`]
+//! hands out the records that changed since the last call, and [`ConsumerGroup::restore`]
+//! rebuilds the group from them with fresh session deadlines. A coordinator that takes over
+//! after a restart or a failover therefore knows every member, its epoch and its partitions,
+//! and the members carry on without rejoining.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 /// A topic partition by name.
@@ -82,6 +88,41 @@ impl HeartbeatResult {
     }
 }
 
+/// The group's persisted record: Kafka's ConsumerGroupMetadata (the group epoch),
+/// TargetAssignmentMetadata (the assignment epoch) and the partition counts of the
+/// subscribed topics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupRecord {
+    pub epoch: i32,
+    pub assignment_epoch: i32,
+    pub topics: BTreeMap<String, i32>,
+}
+
+/// A member's persisted record: Kafka's ConsumerGroupMemberMetadata, ConsumerGroupCurrent
+/// MemberAssignment and TargetAssignmentMember in one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberRecord {
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub epoch: i32,
+    pub previous_epoch: i32,
+    pub rebalance_timeout_ms: u64,
+    pub subscribed: Vec<String>,
+    pub assignor: Option<String>,
+    pub assigned: BTreeSet<Tp>,
+    pub revoking: BTreeSet<Tp>,
+    pub target: BTreeSet<Tp>,
+}
+
+/// A persisted record that changed: `None` deletes it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    Group(Option<GroupRecord>),
+    Member(String, Option<Box<MemberRecord>>),
+}
+
 #[derive(Debug, Default)]
 pub struct ConsumerGroup {
     pub epoch: i32,
@@ -90,11 +131,129 @@ pub struct ConsumerGroup {
     pub target: BTreeMap<String, BTreeSet<Tp>>,
     /// Partition counts of the subscribed topics the target was computed from.
     topics_seen: BTreeMap<String, i32>,
+    /// The records as last handed out by `take_changes`, to hand out only what changed.
+    stored: Option<GroupRecord>,
+    stored_members: BTreeMap<String, MemberRecord>,
+    /// Members a heartbeat may have changed since then (all of them when an epoch moved).
+    touched: BTreeSet<String>,
 }
 
 impl ConsumerGroup {
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
+    }
+
+    /// Rebuilds a group from its records; every member's session starts afresh at `now`.
+    pub fn restore(
+        record: Option<GroupRecord>,
+        members: Vec<(String, MemberRecord)>,
+        now: Instant,
+        session_timeout: Duration,
+    ) -> ConsumerGroup {
+        let mut g = ConsumerGroup::default();
+        if let Some(r) = &record {
+            g.epoch = r.epoch;
+            g.assignment_epoch = r.assignment_epoch;
+            g.topics_seen = r.topics.clone();
+        }
+        for (id, m) in &members {
+            g.target.insert(id.clone(), m.target.clone());
+            g.members.insert(
+                id.clone(),
+                ConsumerMember {
+                    id: id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    rack_id: m.rack_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    epoch: m.epoch,
+                    previous_epoch: m.previous_epoch,
+                    rebalance_timeout: Duration::from_millis(m.rebalance_timeout_ms),
+                    subscribed: m.subscribed.clone(),
+                    assignor: m.assignor.clone(),
+                    assigned: m.assigned.clone(),
+                    revoking: m.revoking.clone(),
+                    last_sent: None,
+                    deadline: now + session_timeout,
+                },
+            );
+        }
+        g.stored = record;
+        g.stored_members = members.into_iter().collect();
+        g
+    }
+
+    fn record(&self) -> GroupRecord {
+        GroupRecord {
+            epoch: self.epoch,
+            assignment_epoch: self.assignment_epoch,
+            topics: self.topics_seen.clone(),
+        }
+    }
+
+    fn member_record(&self, id: &str) -> Option<MemberRecord> {
+        let m = self.members.get(id)?;
+        Some(MemberRecord {
+            instance_id: m.instance_id.clone(),
+            rack_id: m.rack_id.clone(),
+            client_id: m.client_id.clone(),
+            client_host: m.client_host.clone(),
+            epoch: m.epoch,
+            previous_epoch: m.previous_epoch,
+            rebalance_timeout_ms: m.rebalance_timeout.as_millis() as u64,
+            subscribed: m.subscribed.clone(),
+            assignor: m.assignor.clone(),
+            assigned: m.assigned.clone(),
+            revoking: m.revoking.clone(),
+            target: self.target.get(id).cloned().unwrap_or_default(),
+        })
+    }
+
+    /// The records that changed since the last call. A group that never had a member
+    /// writes nothing.
+    pub fn take_changes(&mut self) -> Vec<Change> {
+        let touched = std::mem::take(&mut self.touched);
+        if self.stored.is_none() && self.members.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let record = self.record();
+        // When an epoch moved, any member's target may have moved with it.
+        let ids: BTreeSet<String> = if self.stored.as_ref() != Some(&record) {
+            self.stored = Some(record.clone());
+            out.push(Change::Group(Some(record)));
+            self.members
+                .keys()
+                .chain(self.stored_members.keys())
+                .cloned()
+                .collect()
+        } else {
+            touched
+        };
+        for id in ids {
+            let now = self.member_record(&id);
+            if self.stored_members.get(&id) == now.as_ref() {
+                continue;
+            }
+            match &now {
+                Some(r) => self.stored_members.insert(id.clone(), r.clone()),
+                None => self.stored_members.remove(&id),
+            };
+            out.push(Change::Member(id, now.map(Box::new)));
+        }
+        out
+    }
+
+    /// The deletes of every stored record, for a group that is being forgotten.
+    pub fn take_removal(&mut self) -> Vec<Change> {
+        let mut out: Vec<Change> = std::mem::take(&mut self.stored_members)
+            .into_keys()
+            .map(|id| Change::Member(id, None))
+            .collect();
+        if self.stored.take().is_some() {
+            out.push(Change::Group(None));
+        }
+        out
     }
 
     /// Kafka's names: Empty, Assigning, Reconciling, Stable.
@@ -178,6 +337,10 @@ impl ConsumerGroup {
                 h.member_id.clone()
             }
         };
+        self.touched.insert(id.clone());
+        // One heartbeat moves the group epoch once at most, as in Kafka: joining, a new
+        // subscription and new partition counts together are one change.
+        let mut bump = h.epoch == 0;
         let m = self.members.get_mut(&id).expect("member present");
         m.deadline = now + session_timeout;
         if let Some(s) = &h.subscribed {
@@ -186,7 +349,7 @@ impl ConsumerGroup {
             s.dedup();
             if s != m.subscribed {
                 m.subscribed = s;
-                self.epoch += 1;
+                bump = true;
             }
         }
         if h.assignor.is_some() {
@@ -197,7 +360,7 @@ impl ConsumerGroup {
             // what it no longer lists is released
             m.revoking.retain(|tp| owned.contains(tp));
         }
-        self.refresh(partitions);
+        self.refresh(partitions, bump);
         self.reconcile(&id);
         let m = self.members.get_mut(&id).expect("member present");
         let changed = m.last_sent.as_ref() != Some(&m.assigned);
@@ -257,7 +420,6 @@ impl ConsumerGroup {
                 deadline: now + session_timeout,
             },
         );
-        self.epoch += 1;
         id
     }
 
@@ -318,9 +480,10 @@ impl ConsumerGroup {
         Ok(())
     }
 
-    /// Recomputes the target assignment when the group epoch moved or a subscribed topic's
-    /// partition count changed.
-    fn refresh(&mut self, partitions: &dyn Fn(&str) -> Option<i32>) {
+    /// Moves the group epoch when `bump` says membership changed or a subscribed topic's
+    /// partition count did, and recomputes the target assignment when the group epoch moved
+    /// (here or earlier, by a session expiring).
+    fn refresh(&mut self, partitions: &dyn Fn(&str) -> Option<i32>, mut bump: bool) {
         let topics: BTreeSet<&String> = self.members.values().flat_map(|m| &m.subscribed).collect();
         let seen: BTreeMap<String, i32> = topics
             .into_iter()
@@ -328,6 +491,9 @@ impl ConsumerGroup {
             .collect();
         if seen != self.topics_seen {
             self.topics_seen = seen;
+            bump = true;
+        }
+        if bump {
             self.epoch += 1;
         }
         if self.assignment_epoch == self.epoch {
@@ -505,6 +671,8 @@ mod tests {
         let b = g.heartbeat(now, SESSION, hb("b", 0, None), &parts);
         assert_eq!(b.assignment, Some(BTreeSet::new()));
         assert_eq!(g.state_name(), "Reconciling");
+        // a join with its subscription and the new topic counts is one epoch, as in Kafka
+        assert_eq!((a.epoch, g.epoch), (1, 2));
         // a is told to keep only its half; its epoch does not move yet
         let a2 = g.heartbeat(now, SESSION, hb("a", a_epoch, None), &parts);
         let kept = a2.assignment.clone().unwrap();
@@ -521,8 +689,8 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert!(got.is_disjoint(&kept));
         assert_eq!(g.state_name(), "Stable");
-        // a stale epoch is fenced; an unknown member is refused
-        let stale = g.heartbeat(now, SESSION, hb("a", a_epoch - 1, None), &parts);
+        // an epoch the member does not have is fenced; an unknown member is refused
+        let stale = g.heartbeat(now, SESSION, hb("a", a3.epoch + 1, None), &parts);
         assert_eq!(stale.error.unwrap().0, ResponseError::FencedMemberEpoch);
         let unknown = g.heartbeat(now, SESSION, hb("zz", 3, None), &parts);
         assert_eq!(unknown.error.unwrap().0, ResponseError::UnknownMemberId);
@@ -531,6 +699,84 @@ mod tests {
         assert_eq!((left.error, left.epoch), (None, -1));
         let a4 = g.heartbeat(now, SESSION, hb("a", a3.epoch, None), &parts);
         assert_eq!(a4.assignment, Some(tps(&[0, 1, 2, 3])));
+    }
+
+    /// Applies changes to a map of records, as the store does.
+    fn apply(
+        store: &mut (Option<GroupRecord>, BTreeMap<String, MemberRecord>),
+        changes: Vec<Change>,
+    ) {
+        for c in changes {
+            match c {
+                Change::Group(r) => store.0 = r,
+                Change::Member(id, Some(r)) => {
+                    store.1.insert(id, *r);
+                }
+                Change::Member(id, None) => {
+                    store.1.remove(&id);
+                }
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn state_survives_its_records_and_members_carry_on() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::default();
+        let mut store = Default::default();
+        assert!(
+            g.take_changes().is_empty(),
+            "nothing to write before a member"
+        );
+        let a = g.heartbeat(now, SESSION, hb("a", 0, None), &parts);
+        apply(&mut store, g.take_changes());
+        let b = g.heartbeat(now, SESSION, hb("b", 0, None), &parts);
+        apply(&mut store, g.take_changes());
+        // a is revoking half: the restored group must know it
+        let a2 = g.heartbeat(now, SESSION, hb("a", a.epoch, None), &parts);
+        apply(&mut store, g.take_changes());
+        let kept = a2.assignment.clone().unwrap();
+        // a steady heartbeat changes nothing worth writing
+        g.heartbeat(now, SESSION, hb("b", b.epoch, None), &parts);
+        assert_eq!(g.take_changes(), vec![]);
+
+        let members: Vec<(String, MemberRecord)> = store.1.clone().into_iter().collect();
+        assert_eq!(members.len(), 2);
+        let mut r = ConsumerGroup::restore(store.0.clone(), members, now, SESSION);
+        assert_eq!((r.epoch, r.assignment_epoch), (g.epoch, g.assignment_epoch));
+        assert_eq!(r.target, g.target);
+        assert_eq!(r.state_name(), "Reconciling");
+        assert_eq!(r.members["a"].revoking, g.members["a"].revoking);
+        assert_eq!(
+            r.next_deadline(),
+            Some(now + SESSION),
+            "sessions start afresh"
+        );
+        assert!(
+            r.take_changes().is_empty(),
+            "restored records are not written again"
+        );
+        // b heartbeats with its epoch and is not fenced; it still waits for a's partitions
+        let b2 = r.heartbeat(now, SESSION, hb("b", b.epoch, None), &parts);
+        assert_eq!((b2.error, b2.epoch), (None, b.epoch));
+        // a confirms its revocation to the new coordinator; b then gets the rest
+        let a3 = r.heartbeat(now, SESSION, hb("a", a.epoch, Some(&kept)), &parts);
+        assert_eq!(a3.error, None);
+        assert_eq!(a3.epoch, r.assignment_epoch);
+        let b3 = r.heartbeat(now, SESSION, hb("b", b2.epoch, None), &parts);
+        assert_eq!(b3.assignment.unwrap().len(), 2);
+        assert_eq!(r.state_name(), "Stable");
+        assert_eq!(
+            r.epoch, g.epoch,
+            "no rebalance: the group epoch did not move"
+        );
+        // leaving deletes the member's record; forgetting the group deletes the rest
+        r.heartbeat(now, SESSION, hb("a", -1, None), &parts);
+        r.heartbeat(now, SESSION, hb("b", -1, None), &parts);
+        let changes = r.take_changes();
+        assert!(changes.contains(&Change::Member("a".into(), None)));
+        assert!(changes.contains(&Change::Member("b".into(), None)));
+        assert_eq!(r.take_removal(), vec![Change::Group(None)]);
     }
 
     #[tokio::test(start_paused = true)]

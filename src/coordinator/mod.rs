@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use crate::broker::now_ms;
 use crate::error::{Error, Result};
 use crate::storage::{GroupCf, GroupChange, GroupStore};
-use consumer::{ConsumerGroup, ConsumerMember, Heartbeat, HeartbeatResult};
+use consumer::{Change, ConsumerGroup, ConsumerMember, Heartbeat, HeartbeatResult};
 use group::{
     Committed, Group, GroupLimits, GroupRecord, GroupState, Join, JoinResult, Member, Outcome,
     Persist, Reply, SyncResult,
@@ -123,11 +123,16 @@ pub struct ConsumerDescribed {
 impl Coordinator {
     /// Loads every stored group and committed offset.
     pub fn open(store: Arc<dyn GroupStore>, config: CoordinatorConfig) -> Result<Coordinator> {
-        let groups = read_groups(store.as_ref(), config.limits, &|_| true)?;
-        tracing::info!(groups = groups.len(), "group coordinator loaded");
+        let (groups, consumers) = read_groups(store.as_ref(), &config, &|_| true)?;
+        tracing::info!(
+            groups = groups.len(),
+            consumer_groups = consumers.len(),
+            "group coordinator loaded"
+        );
         Ok(Coordinator {
             inner: Mutex::new(Inner {
                 groups,
+                consumers,
                 ..Default::default()
             }),
             store,
@@ -152,10 +157,17 @@ impl Coordinator {
 
     /// Loads the stored groups `mine` selects, replacing what memory held of them.
     pub fn load(&self, mine: &dyn Fn(&str) -> bool) -> Result<usize> {
-        let loaded = read_groups(self.store.as_ref(), self.config.limits, mine)?;
-        let n = loaded.len();
+        let (groups, consumers) = read_groups(self.store.as_ref(), &self.config, mine)?;
+        let n = groups.len()
+            + consumers
+                .keys()
+                .filter(|id| !groups.contains_key(*id))
+                .count();
         self.unload(mine);
-        self.lock().groups.extend(loaded);
+        let mut inner = self.lock();
+        inner.groups.extend(groups);
+        inner.consumers.extend(consumers);
+        drop(inner);
         self.wake.notify_one();
         Ok(n)
     }
@@ -491,13 +503,15 @@ impl Coordinator {
 
     fn delete_group_now(&self, group_id: &str) -> std::result::Result<Written, ResponseError> {
         let mut inner = self.lock();
+        let mut changes = Vec::new();
         if let Some(c) = inner.consumers.get(group_id) {
             if !c.is_empty() {
                 return Err(ResponseError::NonEmptyGroup);
             }
-            inner.consumers.remove(group_id);
+            let mut c = inner.consumers.remove(group_id).expect("found");
+            changes.extend(encode_consumer_changes(group_id, c.take_removal()));
             if !inner.groups.contains_key(group_id) {
-                return Ok(Written::Now(true));
+                return Ok(self.write(group_id, changes));
             }
         }
         let g = inner
@@ -510,23 +524,48 @@ impl Coordinator {
             _ => return Err(ResponseError::NonEmptyGroup),
         }
         g.delete();
-        Ok(self.settle(&mut inner, group_id))
+        changes.extend(self.settle_changes(&mut inner, group_id));
+        Ok(self.write(group_id, changes))
     }
 
-    /// ConsumerGroupHeartbeat (KIP-848). `partitions` gives a topic's partition count.
-    pub fn consumer_heartbeat(
+    /// ConsumerGroupHeartbeat (KIP-848). `partitions` gives a topic's partition count. The
+    /// answer waits until what the heartbeat changed is written (in a cluster: replicated),
+    /// as Kafka's does; if it cannot be, the member is told to find its coordinator again.
+    pub async fn consumer_heartbeat(
+        &self,
+        group_id: &str,
+        h: Heartbeat,
+        partitions: &(dyn Fn(&str) -> Option<i32> + Sync),
+    ) -> HeartbeatResult {
+        let member_id = h.member_id.clone();
+        let (r, written) = self.consumer_heartbeat_now(group_id, h, partitions);
+        if r.error.is_some() || written.wait().await {
+            return r;
+        }
+        HeartbeatResult {
+            error: Some((
+                ResponseError::CoordinatorNotAvailable,
+                "the group's state could not be written".to_string(),
+            )),
+            member_id,
+            epoch: -1,
+            assignment: None,
+        }
+    }
+
+    fn consumer_heartbeat_now(
         &self,
         group_id: &str,
         h: Heartbeat,
         partitions: &dyn Fn(&str) -> Option<i32>,
-    ) -> HeartbeatResult {
+    ) -> (HeartbeatResult, Written) {
         let mut inner = self.lock();
         if inner
             .groups
             .get(group_id)
             .is_some_and(|g| !g.is_empty() && g.state != GroupState::Dead)
         {
-            return HeartbeatResult {
+            let r = HeartbeatResult {
                 error: Some((
                     ResponseError::GroupIdNotFound,
                     format!("group {group_id} is a classic group with members"),
@@ -535,6 +574,7 @@ impl Coordinator {
                 epoch: -1,
                 assignment: None,
             };
+            return (r, Written::Now(true));
         }
         let joining = h.epoch == 0;
         let c = inner.consumers.entry(group_id.to_string()).or_default();
@@ -544,11 +584,13 @@ impl Coordinator {
             h,
             partitions,
         );
+        let changes = encode_consumer_changes(group_id, c.take_changes());
+        let written = self.write(group_id, changes);
         drop(inner);
         if joining {
             self.wake.notify_one();
         }
-        r
+        (r, written)
     }
 
     pub fn consumer_heartbeat_interval(&self) -> Duration {
@@ -583,8 +625,14 @@ impl Coordinator {
     /// Delivers a group's delayed answers and writes what it wants persisted (or queues it
     /// for replication); forgets dead groups.
     fn settle(&self, inner: &mut Inner, group_id: &str) -> Written {
+        let changes = self.settle_changes(inner, group_id);
+        self.write(group_id, changes)
+    }
+
+    /// [`Self::settle`] without the write: the changes to make.
+    fn settle_changes(&self, inner: &mut Inner, group_id: &str) -> Vec<GroupChange> {
         let Some(g) = inner.groups.get_mut(group_id) else {
-            return Written::Now(true);
+            return Vec::new();
         };
         let replies = g.take_replies();
         let persist = g.take_persist();
@@ -606,13 +654,17 @@ impl Coordinator {
         if dead {
             inner.groups.remove(group_id);
         }
-        if persist.is_empty() {
-            return Written::Now(true);
-        }
-        let changes: Vec<GroupChange> = persist
+        persist
             .into_iter()
             .map(|p| encode_change(group_id, p))
-            .collect();
+            .collect()
+    }
+
+    /// Writes a group's changes to the store, or queues them for replication.
+    fn write(&self, group_id: &str, changes: Vec<GroupChange>) -> Written {
+        if changes.is_empty() {
+            return Written::Now(true);
+        }
         if let Some(log) = self.log.get() {
             return Written::Later(log.submit(group_id, changes));
         }
@@ -634,12 +686,18 @@ impl Coordinator {
                 let now = Instant::now();
                 let ids: Vec<String> = inner.groups.keys().cloned().collect();
                 let sweep = now >= next_sweep;
-                for c in inner.consumers.values_mut() {
+                let consumer_ids: Vec<String> = inner.consumers.keys().cloned().collect();
+                for id in consumer_ids {
+                    let c = inner.consumers.get_mut(&id).expect("listed");
                     c.tick(now);
-                }
-                if sweep {
+                    let mut changes = c.take_changes();
                     // empty KIP-848 groups keep only their offsets, under `groups`
-                    inner.consumers.retain(|_, c| !c.is_empty());
+                    if sweep && c.is_empty() {
+                        changes.extend(c.take_removal());
+                        inner.consumers.remove(&id);
+                    }
+                    // a failed write reloads the partition's groups
+                    let _ = self.write(&id, encode_consumer_changes(&id, changes));
                 }
                 for id in &ids {
                     if let Some(g) = inner.groups.get_mut(id) {
@@ -679,12 +737,15 @@ impl Coordinator {
     }
 }
 
-/// The stored groups (with their committed offsets) whose ids `wanted` selects.
+/// The stored groups whose ids `wanted` selects: classic groups with the committed offsets
+/// of every group, and KIP-848 groups.
+#[allow(clippy::type_complexity)]
 fn read_groups(
     store: &dyn GroupStore,
-    limits: GroupLimits,
+    config: &CoordinatorConfig,
     wanted: &dyn Fn(&str) -> bool,
-) -> Result<HashMap<String, Group>> {
+) -> Result<(HashMap<String, Group>, HashMap<String, ConsumerGroup>)> {
+    let limits = config.limits;
     let now = Instant::now();
     let mut groups: HashMap<String, Group> = HashMap::new();
     for (key, value) in store.load_groups(GroupCf::Groups)? {
@@ -711,7 +772,74 @@ fn read_groups(
             .offsets
             .insert((topic, partition), committed);
     }
-    Ok(groups)
+    let mut records: HashMap<String, (Option<consumer::GroupRecord>, Vec<_>)> = HashMap::new();
+    for (key, value) in store.load_groups(GroupCf::Consumers)? {
+        let (group, member) = decode_consumer_key(&key)
+            .ok_or_else(|| Error::Storage("malformed consumer group key".into()))?;
+        if !wanted(&group) {
+            continue;
+        }
+        let bad = |e: serde_json::Error| Error::Storage(format!("consumer group {group}: {e}"));
+        let entry = records.entry(group.clone()).or_default();
+        match member {
+            None => entry.0 = Some(serde_json::from_slice(&value).map_err(bad)?),
+            Some(m) => entry
+                .1
+                .push((m, serde_json::from_slice(&value).map_err(bad)?)),
+        }
+    }
+    let consumers = records
+        .into_iter()
+        .map(|(id, (record, members))| {
+            let g = ConsumerGroup::restore(record, members, now, config.consumer_session_timeout);
+            (id, g)
+        })
+        .collect();
+    Ok((groups, consumers))
+}
+
+/// Consumer groups CF key: u16 length + group, then 0 for the group's record or 1 and the
+/// member id for a member's.
+fn consumer_key(group: &str, member: Option<&str>) -> Vec<u8> {
+    let mut k = Vec::with_capacity(3 + group.len() + member.map_or(0, str::len));
+    k.extend_from_slice(&(group.len() as u16).to_be_bytes());
+    k.extend_from_slice(group.as_bytes());
+    match member {
+        None => k.push(0),
+        Some(m) => {
+            k.push(1);
+            k.extend_from_slice(m.as_bytes());
+        }
+    }
+    k
+}
+
+fn decode_consumer_key(k: &[u8]) -> Option<(String, Option<String>)> {
+    let len = u16::from_be_bytes(k.get(..2)?.try_into().ok()?) as usize;
+    let group = std::str::from_utf8(k.get(2..2 + len)?).ok()?.to_string();
+    match (*k.get(2 + len)?, k.get(3 + len..)?) {
+        (0, []) => Some((group, None)),
+        (1, m) => Some((group, Some(std::str::from_utf8(m).ok()?.to_string()))),
+        _ => None,
+    }
+}
+
+fn encode_consumer_changes(group_id: &str, changes: Vec<Change>) -> Vec<GroupChange> {
+    changes
+        .into_iter()
+        .map(|c| match c {
+            Change::Group(r) => GroupChange {
+                cf: GroupCf::Consumers,
+                key: consumer_key(group_id, None),
+                value: r.map(|r| serde_json::to_vec(&r).expect("group record serializes")),
+            },
+            Change::Member(id, r) => GroupChange {
+                cf: GroupCf::Consumers,
+                key: consumer_key(group_id, Some(&id)),
+                value: r.map(|r| serde_json::to_vec(&r).expect("member record serializes")),
+            },
+        })
+        .collect()
 }
 
 /// An answer now (`Ok`), or a receiver for it, registered under the waiting member.
@@ -1023,6 +1151,78 @@ mod tests {
             1,
             "unload spares other groups"
         );
+    }
+
+    fn consumer_hb(member: &str, epoch: i32) -> Heartbeat {
+        Heartbeat {
+            member_id: member.to_string(),
+            epoch,
+            subscribed: (epoch == 0).then(|| vec!["t".to_string()]),
+            rebalance_timeout: Duration::from_secs(30),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn consumer_groups_survive_a_reopen_and_a_refused_write_is_not_answered() {
+        let parts = |t: &str| (t == "t").then_some(3);
+        let store = Arc::new(MemoryStore::default());
+        let c = Coordinator::open(store.clone(), config()).unwrap();
+        let a = c.consumer_heartbeat("g", consumer_hb("a", 0), &parts).await;
+        assert_eq!(a.error, None);
+        assert_eq!(a.assignment.as_ref().map(|s| s.len()), Some(3));
+
+        // A restarted coordinator knows the member, its epoch and its partitions.
+        let c = Coordinator::open(store.clone(), config()).unwrap();
+        let d = c.consumer_describe("g").expect("restored");
+        assert_eq!((d.state, d.epoch, d.members.len()), ("Stable", a.epoch, 1));
+        assert_eq!(d.members[0].0.assigned, a.assignment.clone().unwrap());
+        let again = c
+            .consumer_heartbeat("g", consumer_hb("a", a.epoch), &parts)
+            .await;
+        assert_eq!((again.error, again.epoch), (None, a.epoch), "not fenced");
+
+        // Replicated: a join the log refuses is not acknowledged, and the reload forgets it.
+        let log = Arc::new(Answering {
+            store: store.clone(),
+            accept: false.into(),
+        });
+        c.replicate_through(log.clone());
+        assert_eq!(c.load(&|g| g == "g").unwrap(), 1);
+        let b = c.consumer_heartbeat("g", consumer_hb("b", 0), &parts).await;
+        assert_eq!(
+            b.error.map(|e| e.0),
+            Some(ResponseError::CoordinatorNotAvailable)
+        );
+        c.load(&|g| g == "g").unwrap();
+        let d = c.consumer_describe("g").unwrap();
+        assert_eq!((d.epoch, d.members.len()), (a.epoch, 1));
+
+        // The member leaves and the group is deleted: no record of it is left.
+        log.accept.store(true, std::sync::atomic::Ordering::SeqCst);
+        let left = c
+            .consumer_heartbeat("g", consumer_hb("a", -1), &parts)
+            .await;
+        assert_eq!(left.error, None);
+        assert_eq!(c.delete_group("g").await, Ok(()));
+        assert!(store.load_groups(GroupCf::Consumers).unwrap().is_empty());
+        assert!(Coordinator::open(store, config())
+            .unwrap()
+            .consumer_describe("g")
+            .is_none());
+    }
+
+    #[test]
+    fn consumer_keys_round_trip() {
+        for (g, m) in [("g", None), ("g\0x", Some("m")), ("", Some(""))] {
+            let k = consumer_key(g, m);
+            assert_eq!(
+                decode_consumer_key(&k),
+                Some((g.to_string(), m.map(str::to_string)))
+            );
+        }
+        assert_eq!(decode_consumer_key(&[0, 1, b'g', 0, 7]), None);
+        assert_eq!(decode_consumer_key(&[0, 5, b'g']), None);
     }
 
     #[tokio::test(start_paused = true)]

@@ -88,9 +88,12 @@ pub async fn heartbeat(
         owned,
     };
     let catalog = &broker.catalog;
-    let r = broker.groups.consumer_heartbeat(&req.group_id, h, &|t| {
-        catalog.get(t).map(|topic| topic.partitions.len() as i32)
-    });
+    let r = broker
+        .groups
+        .consumer_heartbeat(&req.group_id, h, &|t| {
+            catalog.get(t).map(|topic| topic.partitions.len() as i32)
+        })
+        .await;
     if let Some((e, msg)) = r.error {
         return error_response(e, msg);
     }

@@ -395,6 +395,7 @@ fn cf_tag(cf: GroupCf) -> u8 {
     match cf {
         GroupCf::Groups => 0,
         GroupCf::Offsets => 1,
+        GroupCf::Consumers => 2,
     }
 }
 
@@ -445,6 +446,7 @@ fn decode_change(r: &Record) -> Option<GroupChange> {
     let cf = match *key.first()? {
         0 => GroupCf::Groups,
         1 => GroupCf::Offsets,
+        2 => GroupCf::Consumers,
         _ => return None,
     };
     Some(GroupChange {

@@ -129,6 +129,9 @@ pub enum GroupCf {
     Groups,
     /// group + topic + partition -> the committed offset (`offsets` CF)
     Offsets,
+    /// KIP-848 group -> its epochs, and group + member -> the member's epochs and
+    /// partitions (`consumer_groups` CF)
+    Consumers,
 }
 
 /// One put (`Some`) or delete (`None`) of the group coordinator's state.

@@ -34,6 +34,7 @@ const CF_PRODUCERS: &str = "producers";
 const CF_META: &str = "meta";
 const CF_OFFSETS: &str = "offsets";
 const CF_GROUPS: &str = "groups";
+const CF_CONSUMERS: &str = "consumer_groups";
 
 pub struct RocksStore {
     db: Arc<DB>,
@@ -89,6 +90,7 @@ impl RocksStore {
             ColumnFamilyDescriptor::new(CF_META, small()),
             ColumnFamilyDescriptor::new(CF_OFFSETS, small()),
             ColumnFamilyDescriptor::new(CF_GROUPS, small()),
+            ColumnFamilyDescriptor::new(CF_CONSUMERS, small()),
         ];
         let db = DB::open_cf_descriptors(&db_opts, dir, cfs).map_err(storage_err)?;
         Ok(RocksStore { db: Arc::new(db) })
@@ -400,6 +402,7 @@ impl RocksStore {
         self.cf(match cf {
             GroupCf::Groups => CF_GROUPS,
             GroupCf::Offsets => CF_OFFSETS,
+            GroupCf::Consumers => CF_CONSUMERS,
         })
     }
 }
