@@ -9,6 +9,8 @@ checker over what was acknowledged and what is read back:
 - while two of three brokers are down, nothing is acknowledged;
 - after healing, every replica's log is identical (`cairn dump-log` of each stopped node);
 - a consumer group's committed offsets survive kill -9 of its coordinator;
+- a KIP-848 group's running member keeps its member id, epoch and partitions through kill -9
+  of its coordinator, and keeps reading;
 - kafka-reassign-partitions moves every partition off a broker and back (a replica copied
   from scratch) under load, and every broker's metadata shows the targets;
 - an unclean election on a second topic (unclean.leader.election.enable, two replicas)
@@ -618,6 +620,98 @@ async def kill_coordinator(c, prod):
         raise Failure(f"offsets changed across the old coordinator's restart: {final} (before: {moved})")
 
 
+async def describe_consumer_group(c, group):
+    """KIP-848 group as kafka-consumer-groups --describe --verbose shows it: (coordinator id,
+    state, group epoch, {member id: (member epoch, #partitions)}), or None while it has no
+    coordinator or does not answer."""
+    state = await run([str(KAFKA_RUN), GROUPS_CMD, "--bootstrap-server", c.bootstrap(), "--describe",
+                       "--group", group, "--state", "--verbose"], timeout=120, check=False)
+    m = re.search(rf"^{group}\s+\S+\s+\((\d+)\)\s+\S+\s+(\w+)\s+(\d+)\s+(\d+)\s+(\d+)", state, re.M)
+    if not m:
+        return None
+    members = await run([str(KAFKA_RUN), GROUPS_CMD, "--bootstrap-server", c.bootstrap(), "--describe",
+                         "--group", group, "--members", "--verbose"], timeout=120, check=False)
+    got = {mm.group(1): (int(mm.group(3)), int(mm.group(2)))
+           for mm in re.finditer(rf"^{group}\s+(\S+)\s+\S+\s+\S+\s+(\d+)\s+(\d+)\s", members, re.M)}
+    return int(m.group(1)), m.group(2), int(m.group(3)), got
+
+
+def lines_in(path):
+    try:
+        return sum(1 for _ in open(path, "rb"))
+    except FileNotFoundError:
+        return 0
+
+
+async def kill_consumer_coordinator(c, prod):
+    """A KIP-848 group (group.protocol=consumer) keeps its members through kill -9 of its
+    coordinator: its state is replicated in __consumer_offsets, so the running consumers
+    carry on with the same member ids, member epochs and partitions (no rebalance: the group
+    epoch does not move) and keep reading. The group has history first (three members join,
+    one leaves), so members rejoining a group rebuilt from nothing would show other epochs."""
+    group = f"faults-848-{int(time.time())}"
+    consumers = []
+
+    def start_consumer():
+        out = open(c.dir / f"{group}-{len(consumers)}.out", "wb")
+        consumers.append(subprocess_popen(
+            [str(KAFKA_RUN), "org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server",
+             c.bootstrap(), "--topic", TOPIC, "--group", group, "--consumer-property", "group.protocol=consumer",
+             "--consumer-property", "auto.offset.reset=earliest"], out, os.environ))
+
+    def read():
+        return sum(lines_in(c.dir / f"{group}-{i}.out") for i in range(len(consumers)))
+
+    def stop(p):
+        # SIGTERM: the consumer leaves its group (epoch -1) and exits
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.wait(30)
+        except Exception:
+            os.killpg(p.pid, signal.SIGKILL)
+
+    async def stable(n, timeout=120, other_than=None):
+        deadline = time.time() + timeout
+        while True:
+            d = await describe_consumer_group(c, group)
+            if (d and d[0] != other_than and d[1] == "Stable" and len(d[3]) == n
+                    and all(e == d[2] for e, _ in d[3].values())
+                    and sum(k for _, k in d[3].values()) == PARTITIONS):
+                return d
+            if time.time() > deadline:
+                raise Failure(f"{group}: not stable with {n} members within {timeout}s: {d}")
+            await asyncio.sleep(1)
+
+    try:
+        for n in (1, 2, 3):
+            start_consumer()
+            await stable(n)
+        await asyncio.to_thread(stop, consumers[-1])
+        coordinator, _, epoch, members = await stable(2)
+        log(f"fault: kill -9 node {coordinator}, coordinator of KIP-848 group {group} "
+            f"(group epoch {epoch}, members {members})")
+        await c.kill(coordinator)
+        read_at_kill = read()
+        d = await stable(2, timeout=90, other_than=coordinator)
+        if (d[2], d[3]) != (epoch, members):
+            raise Failure(f"{group} under new coordinator {d[0]}: group epoch {d[2]}, members {d[3]} "
+                          f"(before: epoch {epoch}, members {members}): the members had to rejoin")
+        deadline = time.time() + 60
+        while read() < read_at_kill + 200:
+            if time.time() > deadline:
+                raise Failure(f"{group}: the consumers read {read() - read_at_kill} records in 60s "
+                              "after the coordinator's loss")
+            await asyncio.sleep(1)
+        log(f"new coordinator {d[0]} kept group epoch {epoch} and member epochs {members}; "
+            f"the consumers read {read() - read_at_kill} more records")
+    finally:
+        for p in consumers:
+            await asyncio.to_thread(stop, p)
+    c.start(coordinator)
+    await c.wait_healthy("the KIP-848 coordinator's restart")
+
+
 UNCLEAN_TOPIC = "faults-unclean"
 
 
@@ -745,7 +839,7 @@ async def preferred_election(c, prod):
 
 
 FAULTS = [kill_leader, kill_controller, cut_follower, cut_leader, lose_two, stop_leader, rolling_restart,
-          kill_coordinator, reassign, unclean_election]
+          kill_coordinator, kill_consumer_coordinator, reassign, unclean_election]
 
 
 # ---- checks ------------------------------------------------------------------------------
