@@ -97,7 +97,7 @@ apis! {
     // v0-2 are advertised but never decoded: librdkafka before 2.11.1 enables compression
     // only when the Produce range reaches v0 (KAFKA-18659); such a request closes the
     // connection because kafka-protocol, like Kafka 4, no longer parses them.
-    Produce: 0..=12 => maybe handlers::produce::handle,
+    Produce: 0..=13 => maybe handlers::produce::handle,
     // Capped at 12 until fetching by topic id (v13+) is proven end to end.
     Fetch: 4..=12 => always handlers::fetch::handle,
     ListOffsets: 1..=10 => always handlers::list_offsets::handle,

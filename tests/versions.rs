@@ -28,6 +28,14 @@ fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
+fn topic_id(c: &mut Client, topic: &str) -> uuid::Uuid {
+    let req = MetadataRequest::default().with_topics(Some(vec![
+        MetadataRequestTopic::default().with_name(Some(name(topic)))
+    ]));
+    let r: MetadataResponse = c.send(ApiKey::Metadata, 12, &req);
+    r.topics[0].topic_id
+}
+
 fn advertised(c: &mut Client) -> Vec<ApiVersion> {
     let r: ApiVersionsResponse = c.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
     assert_eq!(r.error_code, 0);
@@ -40,11 +48,23 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
     let at = format!("{api:?} v{v}");
     match api {
         ApiKey::Produce => {
-            let req = Client::produce_request("t", 0, batch(&["x"]), 1);
+            let mut req = Client::produce_request("t", 0, batch(&["x"]), 1);
+            if v >= 13 {
+                // KIP-516: the topic by id only
+                req.topic_data[0].topic_id = topic_id(c, "t");
+                req.topic_data[0].name = Default::default();
+            }
             let r: ProduceResponse = c.send(api, v, &req);
             let p = &r.responses[0].partition_responses[0];
             assert_eq!(p.error_code, 0, "{at}");
             assert!(p.base_offset >= 1, "{at}");
+            if v >= 13 {
+                assert_eq!(r.responses[0].topic_id, topic_id(c, "t"), "{at}");
+                req.topic_data[0].topic_id = uuid::Uuid::from_u128(7);
+                let r: ProduceResponse = c.send(api, v, &req);
+                let p = &r.responses[0].partition_responses[0];
+                assert_eq!(p.error_code, ResponseError::UnknownTopicId.code(), "{at}");
+            }
         }
         ApiKey::Fetch => {
             let r: FetchResponse = c.send(api, v, &Client::fetch_request("t", 0, 0, 0, 0));

@@ -1,6 +1,7 @@
 //! Produce: validate each partition's batch and append it; partitions of one request are
 //! appended concurrently, so several partitions' writes share storage group commits.
-//! acks=0 gets no response at all.
+//! acks=0 gets no response at all. From v13 (KIP-516) a request names its topics by id;
+//! an id this broker does not know gets UNKNOWN_TOPIC_ID for each partition.
 
 use std::sync::Arc;
 
@@ -25,9 +26,15 @@ pub async fn handle(
     let transactional = req.transactional_id.as_ref().is_some_and(|t| !t.is_empty());
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
-        let name = topic.name.to_string();
+        let name = match version >= 13 {
+            true => broker
+                .catalog
+                .get_by_id(topic.topic_id)
+                .map(|t| t.name.clone()),
+            false => Some(topic.name.to_string()),
+        };
         let results = join_all(topic.partition_data.into_iter().map(|p| {
-            let name = name.as_str();
+            let name = name.as_deref();
             async move {
                 let result = if transactional {
                     Err(Error::TransactionsUnsupported)
@@ -35,7 +42,7 @@ pub async fn handle(
                     Err(Error::InvalidRequest(format!(
                         "acks must be -1, 0 or 1, not {acks}"
                     )))
-                } else {
+                } else if let Some(name) = name {
                     append(
                         broker,
                         name,
@@ -45,6 +52,8 @@ pub async fn handle(
                         timeout,
                     )
                     .await
+                } else {
+                    Err(Error::UnknownTopicId)
                 };
                 fit(partition_response(p.index, result), version)
             }
@@ -53,6 +62,7 @@ pub async fn handle(
         responses.push(
             TopicProduceResponse::default()
                 .with_name(topic.name)
+                .with_topic_id(topic.topic_id)
                 .with_partition_responses(results),
         );
     }
