@@ -98,8 +98,8 @@ apis! {
     // only when the Produce range reaches v0 (KAFKA-18659); such a request closes the
     // connection because kafka-protocol, like Kafka 4, no longer parses them.
     Produce: 0..=13 => maybe handlers::produce::handle,
-    // Capped at 12 until fetching by topic id (v13+) is proven end to end.
-    Fetch: 4..=12 => always handlers::fetch::handle,
+    // v13+ name topics by id; 17 is Kafka 4.1's newest.
+    Fetch: 4..=17 => always handlers::fetch::handle,
     ListOffsets: 1..=10 => always handlers::list_offsets::handle,
     Metadata: 0..=13 => always handlers::metadata::handle,
     // Capped at 9 until topic ids (v10) are proven end to end, like Fetch.

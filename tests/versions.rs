@@ -67,11 +67,24 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
             }
         }
         ApiKey::Fetch => {
-            let r: FetchResponse = c.send(api, v, &Client::fetch_request("t", 0, 0, 0, 0));
+            let mut req = Client::fetch_request("t", 0, 0, 0, 0);
+            if v >= 13 {
+                // KIP-516: the topic by id only
+                req.topics[0].topic_id = topic_id(c, "t");
+                req.topics[0].topic = Default::default();
+            }
+            let r: FetchResponse = c.send(api, v, &req);
             let p = &r.responses[0].partitions[0];
             assert_eq!((r.error_code, p.error_code), (0, 0), "{at}");
             let recs = common::records(p.records.clone().expect("records are never null"));
             assert_eq!(recs.first().map(|r| r.1.as_str()), Some("x"), "{at}");
+            if v >= 13 {
+                assert_eq!(r.responses[0].topic_id, topic_id(c, "t"), "{at}");
+                req.topics[0].topic_id = uuid::Uuid::from_u128(7);
+                let r: FetchResponse = c.send(api, v, &req);
+                let p = &r.responses[0].partitions[0];
+                assert_eq!(p.error_code, ResponseError::UnknownTopicId.code(), "{at}");
+            }
         }
         ApiKey::ListOffsets => {
             let req = ListOffsetsRequest::default()

@@ -2,7 +2,8 @@
 //! `min_bytes` are available or `max_wait_ms` passes, woken by appends. Sizes follow KIP-74:
 //! the first non-empty partition returns at least one whole batch even past the limits.
 //! Fetch sessions are not kept: every answer carries session id 0, which tells clients to
-//! keep sending full requests.
+//! keep sending full requests. From v13 (KIP-516) topics are named by id; an id this broker
+//! does not know gets UNKNOWN_TOPIC_ID for each of its partitions.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,8 +57,15 @@ pub async fn handle(
     let cluster = broker.cluster().cloned();
     let mut wanted = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
+        let name = match ctx.version >= 13 {
+            true => broker.catalog.get_by_id(t.topic_id).map(|t| t.name.clone()),
+            false => Some(t.topic.to_string()),
+        };
         for p in &t.partitions {
-            let mut found = broker.catalog.partition(&t.topic, p.partition);
+            let mut found = match &name {
+                Some(name) => broker.catalog.partition(name, p.partition),
+                None => Err(Error::UnknownTopicId),
+            };
             if let Ok((_, part)) = &found {
                 // Only the leader serves fetches (no follower reads); a follower replica's
                 // fetch also tells the leader how far that follower has got.
