@@ -1,10 +1,14 @@
-//! The broker's shared state: configuration, storage, the topic catalog, the cluster id and
-//! the producer id allocator. Handlers receive an `Arc<Broker>`.
+//! The broker: the services handlers call (configuration, the topic catalog, the group
+//! coordinator, the cluster when there is one, the producer id allocator), opened over the
+//! storage of each log dir. Handlers receive an `Arc<Broker>`; the layers below it
+//! (replication, the coordinator, the catalog) never see it and get the narrow handles they
+//! need instead.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::messages::ApiKey;
 use tokio::sync::watch;
 
 use crate::config::{Config, Listener};
@@ -12,24 +16,27 @@ use crate::coordinator::group::GroupLimits;
 use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+use crate::replication::{Cluster, Layout, Node};
+use crate::shutdown;
 use crate::storage::rocks::RocksStore;
 use crate::storage::{GroupStore, MetaStore};
 use crate::topics::{Catalog, LogDir, NewTopic};
 
 const CLUSTER_ID_KEY: &[u8] = b"cluster_id";
 const PRODUCER_ID_BLOCK_KEY: &[u8] = b"producer_id_block_end";
-/// Producer ids are reserved durably in blocks, as Kafka's ProducerIdManager does, so an id
-/// is never handed out twice even across crashes, without a storage write per id.
-const PRODUCER_ID_BLOCK: i64 = 1000;
+/// Producer ids reserved durably at a time (see [`crate::storage::reserve`]).
+const PRODUCER_ID_BLOCK: u64 = 1000;
 
 pub struct Broker {
     pub config: Arc<Config>,
-    pub catalog: Catalog,
+    pub catalog: Arc<Catalog>,
     pub groups: Arc<Coordinator>,
-    pub cluster_id: String,
     pub metrics: Arc<Metrics>,
+    /// The id this node minted on its first start: the cluster's id on a single node (in a
+    /// cluster the quorum's id wins, see [`Broker::cluster_id`]).
+    local_cluster_id: String,
     /// The replicated cluster this broker is part of (unset on a single node).
-    cluster: std::sync::OnceLock<Arc<crate::replication::Cluster>>,
+    cluster: std::sync::OnceLock<Arc<Cluster>>,
     /// Set once storage is open and every listener is bound (`/ready`).
     ready: AtomicBool,
     meta: Arc<dyn MetaStore>,
@@ -40,8 +47,9 @@ pub struct Broker {
 
 impl Broker {
     /// Opens a RocksDB store in each log dir and loads the catalog. The first dir also
-    /// holds the metadata (topics, ids, counters) and the group coordinator's state.
-    pub fn open(config: Config) -> Result<Arc<Broker>> {
+    /// holds the metadata (topics, ids, counters) and the group coordinator's state. `apis`
+    /// is the dispatch table, for the per-API metrics.
+    pub fn open(config: Config, apis: &[(ApiKey, i16, i16)]) -> Result<Arc<Broker>> {
         let mut rocks = Vec::new();
         let mut dirs = Vec::new();
         for path in &config.log_dirs {
@@ -56,12 +64,13 @@ impl Broker {
             rocks.push(store);
         }
         let first = rocks[0].clone();
-        Self::with_stores(config, first.clone(), dirs, first, rocks)
+        Self::with_stores(config, apis, first.clone(), dirs, first, rocks)
     }
 
     /// Builds a broker over any stores (unit tests use the in-memory one).
     pub fn with_stores(
         config: Config,
+        apis: &[(ApiKey, i16, i16)],
         meta: Arc<dyn MetaStore>,
         dirs: Vec<LogDir>,
         groups: Arc<dyn GroupStore>,
@@ -72,16 +81,18 @@ impl Broker {
             Some(v) => String::from_utf8(v)
                 .map_err(|_| Error::Storage("cluster id is not UTF-8".into()))?,
             None => {
-                let id = uuid::Uuid::new_v4().simple().to_string()[..22].to_string();
+                let id = crate::controller::metadata::new_cluster_id();
                 meta.put(CLUSTER_ID_KEY, id.as_bytes())?;
                 id
             }
         };
-        let metrics = Arc::new(Metrics::new(
-            crate::dispatch::APIS,
-            config.metrics_partition_series,
-        ));
-        let catalog = Catalog::open(config.clone(), meta.clone(), dirs, metrics.clone())?;
+        let metrics = Arc::new(Metrics::new(apis));
+        let catalog = Arc::new(Catalog::open(
+            config.clone(),
+            meta.clone(),
+            dirs,
+            metrics.clone(),
+        )?);
         let ms = Duration::from_millis;
         let groups = Arc::new(Coordinator::open(
             groups,
@@ -102,7 +113,7 @@ impl Broker {
             config,
             catalog,
             groups,
-            cluster_id,
+            local_cluster_id: cluster_id,
             metrics,
             cluster: std::sync::OnceLock::new(),
             ready: AtomicBool::new(false),
@@ -118,11 +129,17 @@ impl Broker {
         self: &Arc<Self>,
         controller: Arc<crate::controller::service::ControllerNode>,
     ) {
-        let cluster = crate::replication::Cluster::start(self, controller);
-        let _ = self.cluster.set(cluster);
+        let node = Node {
+            config: self.config.clone(),
+            catalog: self.catalog.clone(),
+            groups: self.groups.clone(),
+            meta: self.meta.clone(),
+            shutdown: self.shutdown_signal(),
+        };
+        let _ = self.cluster.set(Cluster::start(node, controller));
     }
 
-    pub fn cluster(&self) -> Option<&Arc<crate::replication::Cluster>> {
+    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
         self.cluster.get()
     }
 
@@ -130,7 +147,7 @@ impl Broker {
     pub fn cluster_id(&self) -> String {
         self.cluster()
             .and_then(|c| c.image().cluster_id.clone())
-            .unwrap_or_else(|| self.cluster_id.clone())
+            .unwrap_or_else(|| self.local_cluster_id.clone())
     }
 
     /// The brokers clients may use, as (id, host, port) on `listener`: the live (unfenced)
@@ -166,7 +183,7 @@ impl Broker {
         listener: &str,
     ) -> std::result::Result<(i32, String, u16), kafka_protocol::ResponseError> {
         if let Some(c) = self.cluster() {
-            return c.group_coordinator(self, group, listener).await;
+            return c.group_coordinator(group, listener).await;
         }
         let adv = self.advertised(listener);
         Ok((self.node_id(), adv.host.clone(), adv.port))
@@ -195,7 +212,7 @@ impl Broker {
         index: i32,
     ) -> Result<(Arc<crate::topics::Topic>, Arc<crate::topics::Partition>)> {
         let (t, p) = self.catalog.partition(topic, index)?;
-        crate::replication::check_leader(self.node_id(), &p)?;
+        p.replica.check_leader(self.node_id())?;
         Ok((t, p))
     }
 
@@ -216,7 +233,7 @@ impl Broker {
                 if validate_only {
                     return Ok(());
                 }
-                c.set_topic_configs(self, name, configs).await
+                c.set_topic_configs(name, configs).await
             }
             None => self.catalog.set_configs(name, configs, validate_only).await,
         }
@@ -248,17 +265,18 @@ impl Broker {
     pub async fn next_producer_id(&self) -> Result<i64> {
         let mut ids = self.producer_ids.lock().await;
         if ids.0 >= ids.1 {
-            let start = match self.meta.get(PRODUCER_ID_BLOCK_KEY)? {
-                Some(v) => i64::from_be_bytes(
-                    v.as_slice()
-                        .try_into()
-                        .map_err(|_| Error::Storage("producer id block is malformed".into()))?,
-                ),
-                None => 0,
-            };
-            let end = start + PRODUCER_ID_BLOCK;
-            self.meta.put(PRODUCER_ID_BLOCK_KEY, &end.to_be_bytes())?;
-            *ids = (start, end);
+            let meta = self.meta.clone();
+            // A synced write: off the runtime's worker threads.
+            let start = tokio::task::spawn_blocking(move || {
+                crate::storage::reserve::<8>(
+                    meta.as_ref(),
+                    PRODUCER_ID_BLOCK_KEY,
+                    PRODUCER_ID_BLOCK,
+                )
+            })
+            .await
+            .map_err(|e| Error::Storage(format!("producer id reservation: {e}")))??;
+            *ids = (start as i64, (start + PRODUCER_ID_BLOCK) as i64);
         }
         let id = ids.0;
         ids.0 += 1;
@@ -270,9 +288,8 @@ impl Broker {
         if let Some(c) = self.cluster() {
             return c
                 .create_topic(
-                    self,
                     name,
-                    crate::replication::Layout::Spread {
+                    Layout::Spread {
                         partitions: self.config.num_partitions,
                         replication_factor: self.config.default_replication_factor,
                     },
@@ -316,9 +333,9 @@ impl Broker {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(period) => {}
-                _ = shutdown_requested(&mut shutdown) => return,
+                _ = shutdown::requested(&mut shutdown) => return,
             }
-            let now = now_ms();
+            let now = crate::clock::now_ms();
             for topic in self.catalog.all() {
                 let e = topic.effective;
                 if !e.delete_retention {
@@ -342,17 +359,4 @@ impl Broker {
             }
         }
     }
-}
-
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-/// Resolves once shutdown has begun (at once if it already has).
-pub async fn shutdown_requested(rx: &mut watch::Receiver<bool>) {
-    // The guard wait_for returns is dropped here so callers' futures stay Send.
-    let _ = rx.wait_for(|stopping| *stopping).await.map(|_| ());
 }

@@ -7,19 +7,19 @@
 //! Kafka clients rely on: a too-new ApiVersions request gets a v0 answer with
 //! UNSUPPORTED_VERSION and our table, so the client can retry with a version we know.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestHeader, ResponseHeader};
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::ResponseError;
 use tracing::Instrument;
 
 use crate::broker::Broker;
-use crate::handlers;
+use crate::handlers::{self, Connection, RequestContext};
 use crate::metrics::errors::ErrorCodes;
+use crate::wire::response_frame;
 
 /// What became of one request.
 pub enum Outcome {
@@ -27,21 +27,6 @@ pub enum Outcome {
     /// acks=0 produce: Kafka sends nothing back.
     NoResponse,
     Close(String),
-}
-
-/// Where a request came from.
-pub struct Connection {
-    pub listener: Arc<str>,
-    pub peer: SocketAddr,
-}
-
-/// What a handler knows about the request it serves.
-pub struct RequestContext<'a> {
-    pub conn: &'a Connection,
-    pub api: ApiKey,
-    pub version: i16,
-    pub correlation_id: i32,
-    pub client_id: Option<String>,
 }
 
 macro_rules! apis {
@@ -112,7 +97,7 @@ apis! {
     SyncGroup: 0..=5 => always handlers::groups::sync_group,
     DescribeGroups: 0..=6 => always handlers::groups::describe_groups,
     ListGroups: 0..=5 => always handlers::groups::list_groups,
-    ApiVersions: 0..=4 => always handlers::api_versions::handle,
+    ApiVersions: 0..=4 => always api_versions,
     CreateTopics: 2..=7 => always handlers::topics::create,
     DeleteTopics: 1..=6 => always handlers::topics::delete,
     DeleteRecords: 0..=2 => always handlers::delete_records::handle,
@@ -196,30 +181,18 @@ fn encode_response<T: Encodable>(
     let Some(response) = response else {
         return Ok(None);
     };
-    frame_response(ctx.api, ctx.version, ctx.correlation_id, &response).map(Some)
+    response_frame(ctx.api, ctx.version, ctx.correlation_id, &response)
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
-/// Encodes header and body behind a length prefix, sized up front so large fetch responses
-/// are written into one allocation.
-pub fn frame_response<T: Encodable>(
-    api: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    body: &T,
-) -> Result<Bytes, String> {
-    let header_version = api.response_header_version(version);
-    let header = ResponseHeader::default().with_correlation_id(correlation_id);
-    let size = header
-        .compute_size(header_version)
-        .and_then(|h| body.compute_size(version).map(|b| h + b))
-        .map_err(|e| format!("cannot size {api:?} v{version} response: {e}"))?;
-    let mut buf = BytesMut::with_capacity(4 + size);
-    buf.put_i32(size as i32);
-    header
-        .encode(&mut buf, header_version)
-        .and_then(|_| body.encode(&mut buf, version))
-        .map_err(|e| format!("cannot encode {api:?} v{version} response: {e}"))?;
-    Ok(buf.freeze())
+/// ApiVersions is the table's own answer.
+async fn api_versions(
+    _broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    _req: ApiVersionsRequest,
+) -> ApiVersionsResponse {
+    handlers::api_versions::handle(APIS)
 }
 
 /// The ApiVersions answer for a version newer than ours: v0 body, v0 header, error 35, and
@@ -227,8 +200,8 @@ pub fn frame_response<T: Encodable>(
 fn api_versions_too_new(correlation_id: i32) -> Bytes {
     let body = ApiVersionsResponse::default()
         .with_error_code(ResponseError::UnsupportedVersion.code())
-        .with_api_keys(handlers::api_versions::advertised());
-    frame_response(ApiKey::ApiVersions, 0, correlation_id, &body).unwrap_or_default()
+        .with_api_keys(handlers::api_versions::advertised(APIS));
+    response_frame(ApiKey::ApiVersions, 0, correlation_id, &body).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -289,7 +262,8 @@ mod tests {
             path: config.log_dirs[0].clone(),
             store: store.clone(),
         }];
-        let broker = Broker::with_stores(config, store.clone(), dirs, store, Vec::new()).unwrap();
+        let broker =
+            Broker::with_stores(config, APIS, store.clone(), dirs, store, Vec::new()).unwrap();
         broker.auto_create("t").await.unwrap();
         let conn = Connection {
             listener: "PLAINTEXT".into(),

@@ -54,8 +54,6 @@ pub enum Error {
     FetchSessionIdNotFound(i32),
     #[error("transactions are not supported")]
     TransactionsUnsupported,
-    #[error("the broker is shutting down")]
-    ShuttingDown,
     #[error("this broker is not the leader of the partition")]
     NotLeaderOrFollower,
     #[error("in-sync replicas {isr} fell below min.insync.replicas {min} after the append")]
@@ -100,7 +98,6 @@ impl Error {
             Error::UnsupportedCompressionType(_) => ResponseError::UnsupportedCompressionType,
             Error::FetchSessionIdNotFound(_) => ResponseError::FetchSessionIdNotFound,
             Error::TransactionsUnsupported => ResponseError::UnsupportedVersion,
-            Error::ShuttingDown => ResponseError::NotLeaderOrFollower,
             Error::NotLeaderOrFollower => ResponseError::NotLeaderOrFollower,
             Error::NotEnoughReplicasAfterAppend { .. } => {
                 ResponseError::NotEnoughReplicasAfterAppend
@@ -122,13 +119,5 @@ impl Error {
         Some(kafka_protocol::protocol::StrBytes::from_string(
             self.to_string(),
         ))
-    }
-}
-
-/// The wire code for a result: 0 for success.
-pub fn code_of<T>(r: &Result<T>) -> i16 {
-    match r {
-        Ok(_) => 0,
-        Err(e) => e.code(),
     }
 }

@@ -2,28 +2,36 @@
 //!
 //! # Layout
 //!
-//! - [`config`]: `server.properties` + `KAFKA_*` environment + `--override` flags -> [`config::Config`].
-//! - [`server`]: listeners, one task per connection, frames, ordered responses, shutdown.
-//! - [`dispatch`]: the one table of APIs and versions; ApiVersions is built from it.
-//! - [`handlers`]: one small module per API family: check, delegate, respond.
-//! - [`topics`]: the topic catalog (names, stable ids, partitions, config overrides).
-//! - [`topic_config`]: topic config keys, defaults, validation, effective settings.
-//! - [`controller`]: the cluster metadata state machine (records, image, controller
-//!   decisions), the Raft quorum that orders it, and the RPCs brokers send it.
+//! Layers, from the top down; a module imports only modules below it (`docs/ARCHITECTURE.md`
+//! draws the picture and says how to check it):
+//!
+//! - `main.rs`: config -> storage -> the cluster, when there is one -> listeners; runs until
+//!   SIGTERM.
+//! - [`server`] (listeners, one task per connection, ordered responses, shutdown) and
+//!   [`scrape`] (`/metrics`, `/health`, `/ready`: reads the services at scrape time).
+//! - [`dispatch`]: the one table of APIs and versions; ApiVersions is answered from it.
+//! - [`handlers`]: one small module per API family: check, delegate, respond; and the
+//!   [`handlers::RequestContext`] they all take.
+//! - [`broker`]: the services handlers call: config, catalog, group coordinator, cluster,
+//!   producer ids.
 //! - [`replication`]: a broker in a cluster: registration, heartbeats, following the
-//!   metadata image, follower fetchers, HW and ISR on the leader.
+//!   metadata image, follower fetchers, HW and ISR on the leader. It works on a
+//!   [`replication::Node`] of narrow handles, never on the broker.
+//! - [`topics`] (the catalog: names, stable ids, partitions, config overrides), [`placement`]
+//!   (a partition's leader, ISR, epochs and followers' progress) and [`topic_config`].
 //! - [`coordinator`]: consumer groups (classic and KIP-848), each a pure state machine, and
-//!   committed offsets.
-//! - [`log`]: a partition's log: offsets, leader epochs, idempotence, HW/LEO, retention.
+//!   committed offsets. [`log`]: a partition's log: offsets, leader epochs, idempotence,
+//!   HW/LEO, retention.
+//! - [`controller`]: the cluster metadata state machine (records, image, decisions), the
+//!   Raft quorum that orders it, and the RPCs brokers send it.
+//! - [`metrics`]: counter handles under Strimzi's and kafka_exporter's names (no state).
 //! - [`storage`]: narrow storage traits; `storage::rocks` is the only place RocksDB is named.
-//! - [`metrics`]: Prometheus metrics under Strimzi's and kafka_exporter's names, and the HTTP
-//!   listener serving `/metrics`, `/health` and `/ready`.
-//! - [`error`]: our errors and the one mapping to Kafka error codes.
-//! - [`broker`]: the shared state handlers see.
+//! - At the bottom, used by all: [`wire`] (Kafka frames and envelopes), [`config`],
+//!   [`error`] (the one mapping to Kafka error codes), [`clock`], [`shutdown`].
 //!
 //! # A request's way
 //!
-//! socket -> [`server::frame`] (length prefix, checked against `socket.request.max.bytes`)
+//! socket -> [`wire::frame`] (length prefix, checked against `socket.request.max.bytes`)
 //! -> [`dispatch::handle`] (api key and version checked against the table, header and body
 //! decoded with kafka-protocol) -> a handler -> [`log::PartitionLog`] / [`topics::Catalog`]
 //! -> [`storage`] -> the response, encoded and queued for the connection's writer, which
@@ -37,6 +45,7 @@
 //! leader-epoch cache, producer states and a cache of its most recent batches.
 
 pub mod broker;
+pub mod clock;
 pub mod config;
 pub mod controller;
 pub mod coordinator;
@@ -45,8 +54,12 @@ pub mod error;
 pub mod handlers;
 pub mod log;
 pub mod metrics;
+pub mod placement;
 pub mod replication;
+pub mod scrape;
 pub mod server;
+pub mod shutdown;
 pub mod storage;
 pub mod topic_config;
 pub mod topics;
+pub mod wire;

@@ -70,14 +70,14 @@ fn main() -> ExitCode {
 
 async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
     let log_dirs = config.log_dirs.clone();
-    let broker = tokio::task::spawn_blocking(move || Broker::open(config))
+    let broker = tokio::task::spawn_blocking(move || Broker::open(config, cairn::dispatch::APIS))
         .await?
         .map_err(|e| {
             let dirs: Vec<String> = log_dirs.iter().map(|d| d.display().to_string()).collect();
             anyhow::anyhow!("cannot open storage in {}: {e}", dirs.join(","))
         })?;
     let metrics = match broker.config.metrics_listener {
-        Some(addr) => Some(cairn::metrics::http::bind(addr).await?),
+        Some(addr) => Some(cairn::scrape::bind(addr).await?),
         None => None,
     };
     // A quorum of several voters: this node is one of them and a broker of the cluster.
@@ -101,13 +101,13 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
     broker.set_ready();
     tracing::info!(
         node_id = broker.node_id(),
-        cluster_id = %broker.cluster_id,
+        cluster_id = %broker.cluster_id(),
         log_dirs = ?broker.config.log_dirs,
         startup_ms = started.elapsed().as_millis() as u64,
         "cairn started"
     );
     let serving = tokio::spawn(cairn::server::serve(broker.clone(), listeners));
-    let metrics = metrics.map(|l| tokio::spawn(cairn::metrics::http::serve(broker.clone(), l)));
+    let metrics = metrics.map(|l| tokio::spawn(cairn::scrape::serve(broker.clone(), l)));
     let retention = tokio::spawn(broker.clone().run_retention());
     let groups = tokio::spawn(broker.groups.clone().run(broker.shutdown_signal()));
 
@@ -162,7 +162,7 @@ fn dump_log(args: &[String]) -> ExitCode {
     let only = args.get(1);
     let run = || -> anyhow::Result<()> {
         let config = Config::load(None, Vec::new(), &[format!("log.dirs={dir}")])?;
-        let broker = Broker::open(config)?;
+        let broker = Broker::open(config, cairn::dispatch::APIS)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;

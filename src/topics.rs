@@ -2,8 +2,9 @@
 //! in the metadata store and held in memory as immutable snapshots (`Arc<Topic>`), replaced
 //! whole on every change so readers never lock more than the map.
 //!
-//! On one node this broker is the leader of every partition; the replicated cluster will move
-//! the authority for this state to the controller quorum.
+//! On a single node the catalog is the authority: admin requests change it directly. In a
+//! cluster the controller's image is, and `replication` makes the catalog follow it
+//! (`adopt`, `forget`); each partition's [`Replica`] then holds its leader, ISR and epochs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -16,8 +17,12 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::log::PartitionLog;
 use crate::metrics::{Metrics, TopicMetrics};
+use crate::placement::{Placement, Replica};
 use crate::storage::{LogStore, MetaStore, PartitionId};
 use crate::topic_config::{self, Effective};
+
+/// The internal topic holding consumer groups and their committed offsets.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 const TOPIC_PREFIX: &[u8] = b"topic/";
 const NEXT_PARTITION_KEY: &[u8] = b"next_partition_id";
@@ -29,16 +34,7 @@ pub struct Partition {
     pub dir: usize,
     pub log: PartitionLog,
     /// Leader, replicas, ISR and epochs in a cluster (empty on a single node).
-    pub replica: crate::replication::Replica,
-}
-
-/// Who holds a partition, by node id.
-pub struct Placement {
-    pub leader: i32,
-    pub replicas: Vec<i32>,
-    pub isr: Vec<i32>,
-    pub offline: Vec<i32>,
-    pub leader_epoch: i32,
+    pub replica: Replica,
 }
 
 impl Partition {
@@ -83,7 +79,7 @@ pub struct Topic {
 impl Topic {
     /// Kafka's internal topics (here `__consumer_offsets`): written only by the broker.
     pub fn is_internal(&self) -> bool {
-        self.name == crate::replication::groups::OFFSETS_TOPIC
+        self.name == OFFSETS_TOPIC
     }
 
     pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {
@@ -347,7 +343,7 @@ impl Catalog {
     pub async fn create(&self, t: NewTopic<'_>) -> Result<Arc<Topic>> {
         let _change = self.changes.lock().await;
         self.validate_new(&t)?;
-        let first = self.allocate_partition_ids(t.partitions as u32)?;
+        let first = self.allocate_partition_ids(t.partitions as u32).await?;
         let stored = StoredTopic {
             id: Uuid::new_v4(),
             partitions: self
@@ -362,7 +358,7 @@ impl Catalog {
                 .collect(),
             configs: t.configs,
         };
-        self.persist(t.name, &stored)?;
+        self.persist(t.name, &stored).await?;
         let topic = Arc::new(Self::materialize(
             &self.config,
             &self.metrics,
@@ -386,7 +382,7 @@ impl Catalog {
         let topic = self.get(name).ok_or(Error::UnknownTopicOrPartition)?;
         // The record goes first: after a crash the topic is gone and its partitions' data is
         // unreachable garbage (storage ids are never reused), never a half-deleted topic.
-        self.forget_locked(&topic)?;
+        self.forget_locked(&topic).await?;
         tracing::info!(topic = name, "deleted topic");
         Ok(topic.id)
     }
@@ -409,7 +405,7 @@ impl Catalog {
         let _change = self.changes.lock().await;
         let existing = self.get(name);
         if let Some(t) = existing.as_ref().filter(|t| t.id != id) {
-            self.forget_locked(t)?;
+            self.forget_locked(t).await?;
         }
         let mut stored = match self.get(name) {
             Some(t) => self.stored(&t),
@@ -422,7 +418,9 @@ impl Catalog {
         stored.configs = configs.clone();
         let current = stored.partitions.len();
         if partitions > current {
-            let first = self.allocate_partition_ids((partitions - current) as u32)?;
+            let first = self
+                .allocate_partition_ids((partitions - current) as u32)
+                .await?;
             for (dir, i) in self.place(partitions - current).into_iter().zip(0..) {
                 stored.partitions.push(StoredPartition {
                     storage_id: first + i,
@@ -431,7 +429,7 @@ impl Catalog {
                 });
             }
         }
-        self.persist(name, &stored)?;
+        self.persist(name, &stored).await?;
         let mut parts: Vec<Arc<Partition>> = self
             .get(name)
             .map(|t| t.partitions.clone())
@@ -457,14 +455,15 @@ impl Catalog {
     pub async fn forget(&self, name: &str) -> Result<()> {
         let _change = self.changes.lock().await;
         match self.get(name) {
-            Some(t) => self.forget_locked(&t),
+            Some(t) => self.forget_locked(&t).await,
             None => Ok(()),
         }
     }
 
     /// Removes the topic's record, then the topic, then (in the background) its data.
-    fn forget_locked(&self, topic: &Topic) -> Result<()> {
-        self.meta.delete(&topic_key(&topic.name))?;
+    async fn forget_locked(&self, topic: &Topic) -> Result<()> {
+        let key = topic_key(&topic.name);
+        self.meta_write(move |m| m.delete(&key)).await?;
         self.topics
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -509,7 +508,9 @@ impl Catalog {
         if validate_only {
             return Ok(());
         }
-        let first = self.allocate_partition_ids((count - current) as u32)?;
+        let first = self
+            .allocate_partition_ids((count - current) as u32)
+            .await?;
         let mut stored = self.stored(&topic);
         for (dir, i) in self.place((count - current) as usize).into_iter().zip(0..) {
             stored.partitions.push(StoredPartition {
@@ -518,7 +519,7 @@ impl Catalog {
                 dir: self.stored_dir(dir),
             });
         }
-        self.persist(name, &stored)?;
+        self.persist(name, &stored).await?;
         let mut partitions = topic.partitions.clone();
         for (i, p) in stored.partitions.iter().enumerate().skip(current as usize) {
             partitions.push(Self::open_partition(&self.dirs, name, i, p)?);
@@ -551,7 +552,7 @@ impl Catalog {
         }
         let mut stored = self.stored(&topic);
         stored.configs = configs.clone();
-        self.persist(name, &stored)?;
+        self.persist(name, &stored).await?;
         self.replace(Topic {
             name: topic.name.clone(),
             id: topic.id,
@@ -586,27 +587,33 @@ impl Catalog {
             .insert(topic.name.clone(), Arc::new(topic));
     }
 
-    fn persist(&self, name: &str, stored: &StoredTopic) -> Result<()> {
+    async fn persist(&self, name: &str, stored: &StoredTopic) -> Result<()> {
         let value = serde_json::to_vec(stored)
             .map_err(|e| Error::Storage(format!("cannot encode topic {name}: {e}")))?;
-        self.meta.put(&topic_key(name), &value)
+        let key = topic_key(name);
+        self.meta_write(move |m| m.put(&key, &value)).await
+    }
+
+    /// Runs a metadata write (synced: a topic change must survive a crash once answered)
+    /// on the blocking pool, so an fsync never stalls a runtime worker and the requests
+    /// queued behind it.
+    async fn meta_write<T: Send + 'static>(
+        &self,
+        write: impl FnOnce(&dyn MetaStore) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let meta = self.meta.clone();
+        tokio::task::spawn_blocking(move || write(meta.as_ref()))
+            .await
+            .map_err(|e| Error::Storage(format!("metadata write did not finish: {e}")))?
     }
 
     /// Reserves `n` storage ids durably before any is used.
-    fn allocate_partition_ids(&self, n: u32) -> Result<PartitionId> {
-        let next = match self.meta.get(NEXT_PARTITION_KEY)? {
-            Some(v) => u32::from_be_bytes(
-                v.as_slice()
-                    .try_into()
-                    .map_err(|_| Error::Storage("partition id counter is malformed".into()))?,
-            ),
-            None => 0,
-        };
-        let end = next
-            .checked_add(n)
-            .ok_or_else(|| Error::Storage("partition ids exhausted".into()))?;
-        self.meta.put(NEXT_PARTITION_KEY, &end.to_be_bytes())?;
-        Ok(next)
+    async fn allocate_partition_ids(&self, n: u32) -> Result<PartitionId> {
+        let first = self
+            .meta_write(move |m| crate::storage::reserve::<4>(m, NEXT_PARTITION_KEY, n.into()))
+            .await?;
+        // reserve keeps a 4-byte counter below 2^32.
+        Ok(first as PartitionId)
     }
 }
 
@@ -627,13 +634,7 @@ mod tests {
             path: config.log_dirs[0].clone(),
             store: store.clone(),
         }];
-        Catalog::open(
-            config,
-            store.clone(),
-            dirs,
-            Arc::new(Metrics::new(&[], true)),
-        )
-        .unwrap()
+        Catalog::open(config, store.clone(), dirs, Arc::new(Metrics::new(&[]))).unwrap()
     }
 
     fn new(name: &str, partitions: i32) -> NewTopic<'_> {

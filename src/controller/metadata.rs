@@ -23,6 +23,12 @@ use uuid::Uuid;
 /// "No leader": the partition is offline.
 pub const NO_LEADER: i32 = -1;
 
+/// A new cluster id of Kafka's length (22 characters), minted once: by the first active
+/// controller of a quorum, or by a single node on its first start.
+pub fn new_cluster_id() -> String {
+    Uuid::new_v4().simple().to_string()[..22].to_string()
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Endpoint {
     pub listener: String,

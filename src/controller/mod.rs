@@ -1,4 +1,4 @@
-//! The cluster controller (issue: replicated cluster), built bottom-up:
+//! The cluster controller: the metadata quorum of a replicated cluster.
 //!
 //! - [`metadata`]: the metadata state machine (records, the image they build, and the
 //!   controller's decisions), pure and unit-tested.
@@ -8,10 +8,15 @@
 //! - [`sessions`]: broker liveness on the active controller: BrokerHeartbeat handling,
 //!   unfencing once caught up, controlled shutdown, fencing after the session timeout.
 //!
-//! Still to come: starting the quorum from `controller.quorum.voters`, the broker RPCs that
-//! carry registrations, heartbeats and AlterPartition to the active controller, and brokers serving
-//! from the image. A single node without voters does not use any of it.
+//! - [`rpc`]: what brokers ask the active controller (registration, heartbeats,
+//!   AlterPartition, topic and config changes) and its answers; [`client`] finds the active
+//!   controller and asks it.
+//! - [`service`]: a voter: Raft over `controller.quorum.voters` on the controller listener,
+//!   and, while it leads, the active controller running the decisions one at a time.
+//!
+//! A single node without voters runs none of it today: its catalog changes topics itself.
 
+pub mod client;
 pub mod metadata;
 pub mod network;
 pub mod raft;

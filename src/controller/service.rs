@@ -309,7 +309,7 @@ impl ControllerNode {
             let image = self.image.borrow().clone();
             active.sessions.took_over(&image, Instant::now());
             if image.cluster_id.is_none() {
-                let id = Uuid::new_v4().simple().to_string()[..22].to_string();
+                let id = super::metadata::new_cluster_id();
                 self.raft
                     .client_write(vec![Record::ClusterId { id }])
                     .await

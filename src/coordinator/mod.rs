@@ -22,7 +22,7 @@ use kafka_protocol::ResponseError;
 use tokio::sync::{oneshot, watch, Notify};
 use tokio::time::Instant;
 
-use crate::broker::now_ms;
+use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::storage::{GroupCf, GroupChange, GroupStore};
 use consumer::{Change, ConsumerGroup, ConsumerMember, Heartbeat, HeartbeatResult};

@@ -1,15 +1,12 @@
-//! ApiVersions: the versions of every API in the dispatch table.
-
-use std::sync::Arc;
+//! ApiVersions: the versions of every API in the dispatch table, which dispatch hands in, so
+//! an API is advertised exactly when it is served.
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 
-use crate::broker::Broker;
-use crate::dispatch::{RequestContext, APIS};
-
-pub fn advertised() -> Vec<ApiVersion> {
-    APIS.iter()
+/// The table's rows as ApiVersions lists them.
+pub fn advertised(apis: &[(ApiKey, i16, i16)]) -> Vec<ApiVersion> {
+    apis.iter()
         .map(|(key, min, max)| {
             ApiVersion::default()
                 .with_api_key(*key as i16)
@@ -19,10 +16,6 @@ pub fn advertised() -> Vec<ApiVersion> {
         .collect()
 }
 
-pub async fn handle(
-    _broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
-    _req: ApiVersionsRequest,
-) -> ApiVersionsResponse {
-    ApiVersionsResponse::default().with_api_keys(advertised())
+pub fn handle(apis: &[(ApiKey, i16, i16)]) -> ApiVersionsResponse {
+    ApiVersionsResponse::default().with_api_keys(advertised(apis))
 }

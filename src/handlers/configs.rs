@@ -17,9 +17,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::str_bytes;
+use super::RequestContext;
 use crate::broker::Broker;
 use crate::config::Config;
-use crate::dispatch::RequestContext;
 use crate::error::{Error, Result};
 use crate::topic_config::{self, Kind, Source, KEYS};
 

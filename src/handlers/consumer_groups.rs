@@ -15,10 +15,10 @@ use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
+use super::RequestContext;
 use super::{str_bytes, topic_name, OPERATIONS_UNKNOWN};
 use crate::broker::Broker;
 use crate::coordinator::consumer::{Heartbeat, Tp};
-use crate::dispatch::RequestContext;
 
 /// Group operations with no authorizer: READ, DELETE, DESCRIBE.
 const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);

@@ -7,8 +7,8 @@ use kafka_protocol::messages::delete_records_response::{
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
+use super::RequestContext;
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 
 pub async fn handle(
     broker: &Arc<Broker>,

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse};
 
+use super::RequestContext;
 use super::{broker_id, str_bytes, CLUSTER_OPERATIONS_ALL, OPERATIONS_UNKNOWN};
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 
 pub async fn handle(
     broker: &Arc<Broker>,

@@ -7,9 +7,9 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 };
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 
+use super::RequestContext;
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 
 pub async fn handle(
     broker: &Arc<Broker>,

@@ -11,9 +11,9 @@ use kafka_protocol::messages::describe_quorum_response::{
 use kafka_protocol::messages::{DescribeQuorumRequest, DescribeQuorumResponse};
 use kafka_protocol::ResponseError;
 
+use super::RequestContext;
 use super::{broker_id, str_bytes, topic_name};
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 
 const METADATA_TOPIC: &str = "__cluster_metadata";
 

@@ -8,9 +8,9 @@ use kafka_protocol::messages::describe_topic_partitions_response::{
 };
 use kafka_protocol::messages::{DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse};
 
+use super::RequestContext;
 use super::{broker_id, topic_name, TOPIC_OPERATIONS_ALL};
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 use crate::error::Error;
 
 pub async fn handle(

@@ -11,9 +11,9 @@ use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaE
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
 use kafka_protocol::ResponseError;
 
+use super::RequestContext;
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 use crate::error::Error;
 
 const PREFERRED: i8 = 0;

@@ -14,8 +14,8 @@ use kafka_protocol::messages::fetch_response::{
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 
+use super::RequestContext;
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 use crate::error::{Error, Result};
 use crate::topics::{Partition, Topic};
 
@@ -70,10 +70,8 @@ pub async fn handle(
                 // Only the leader serves fetches (no follower reads); a follower replica's
                 // fetch also tells the leader how far that follower has got.
                 let checked = match (&cluster, replica_id.0 >= 0) {
-                    (Some(c), true) => {
-                        c.follower_fetched(broker, part, replica_id.0, p.fetch_offset)
-                    }
-                    _ => crate::replication::check_leader(node, part),
+                    (Some(c), true) => c.follower_fetched(part, replica_id.0, p.fetch_offset),
+                    _ => part.replica.check_leader(node),
                 };
                 if let Err(e) = checked {
                     found = Err(e);
@@ -143,7 +141,7 @@ pub async fn handle(
         tokio::select! {
             _ = appended => {}
             _ = tokio::time::sleep_until(deadline) => {}
-            _ = crate::broker::shutdown_requested(&mut shutdown) => {}
+            _ = crate::shutdown::requested(&mut shutdown) => {}
         }
     }
 }

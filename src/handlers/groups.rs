@@ -14,10 +14,10 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
+use super::RequestContext;
 use super::{broker_id, str_bytes, OPERATIONS_UNKNOWN};
 use crate::broker::Broker;
 use crate::coordinator::group::{GroupState, Join};
-use crate::dispatch::RequestContext;
 
 /// Group operations with no authorizer: READ, DELETE, DESCRIBE.
 const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);

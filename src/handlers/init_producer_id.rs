@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
+use super::RequestContext;
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 use crate::error::Error;
 
 pub async fn handle(

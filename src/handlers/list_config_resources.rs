@@ -7,8 +7,8 @@ use kafka_protocol::messages::list_config_resources_response::ConfigResource;
 use kafka_protocol::messages::{ListConfigResourcesRequest, ListConfigResourcesResponse};
 
 use super::str_bytes;
+use super::RequestContext;
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 use crate::error::Error;
 
 const TOPIC: i8 = 2;

@@ -8,8 +8,8 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
+use super::RequestContext;
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 use crate::error::Result;
 use crate::topics::Partition;
 

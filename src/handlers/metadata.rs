@@ -9,12 +9,12 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{MetadataRequest, MetadataResponse};
 
+use super::RequestContext;
 use super::{
     broker_id, str_bytes, topic_name, CLUSTER_OPERATIONS_ALL, OPERATIONS_UNKNOWN,
     TOPIC_OPERATIONS_ALL,
 };
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 use crate::error::Error;
 use crate::topics::{validate_topic_name, Topic};
 

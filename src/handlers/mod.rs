@@ -23,8 +23,27 @@ pub mod produce;
 pub mod reassignments;
 pub mod topics;
 
-use kafka_protocol::messages::{BrokerId, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use kafka_protocol::messages::ApiKey;
+
+pub use crate::wire::{broker_id, str_bytes, topic_name};
+
+/// Where a request came from.
+pub struct Connection {
+    pub listener: Arc<str>,
+    pub peer: SocketAddr,
+}
+
+/// What a handler knows about the request it serves (dispatch fills it from the header).
+pub struct RequestContext<'a> {
+    pub conn: &'a Connection,
+    pub api: ApiKey,
+    pub version: i16,
+    pub correlation_id: i32,
+    pub client_id: Option<String>,
+}
 
 /// Operations every client may perform on a topic while no authorizer is configured:
 /// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
@@ -36,15 +55,3 @@ pub const CLUSTER_OPERATIONS_ALL: i32 =
     (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 /// What Kafka sends when authorized operations were not requested.
 pub const OPERATIONS_UNKNOWN: i32 = i32::MIN;
-
-pub fn str_bytes(s: impl Into<String>) -> StrBytes {
-    StrBytes::from_string(s.into())
-}
-
-pub fn topic_name(s: &str) -> TopicName {
-    TopicName(str_bytes(s))
-}
-
-pub fn broker_id(id: i32) -> BrokerId {
-    BrokerId(id)
-}

@@ -9,8 +9,8 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
+use super::RequestContext;
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 
 pub async fn handle(
     broker: &Arc<Broker>,

@@ -16,10 +16,11 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
+use super::RequestContext;
 use super::{str_bytes, topic_name};
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
+use crate::clock::now_ms;
 use crate::coordinator::group::Committed;
-use crate::dispatch::RequestContext;
 
 /// Whether the topic and partition exist.
 fn known(broker: &Broker, topic: &str, partition: i32) -> bool {

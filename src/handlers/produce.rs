@@ -9,8 +9,9 @@ use futures_util::future::join_all;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
-use crate::broker::{now_ms, Broker};
-use crate::dispatch::RequestContext;
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::log::{AppendOptions, Appended};
 use crate::topics::{Partition, Topic};

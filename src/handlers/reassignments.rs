@@ -17,9 +17,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
+use super::RequestContext;
 use super::{broker_id, str_bytes, topic_name};
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 
 pub async fn alter(
     broker: &Arc<Broker>,

@@ -15,8 +15,8 @@ use kafka_protocol::messages::{
 };
 
 use super::topic_name;
+use super::RequestContext;
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 use crate::error::{Error, Result};
 use crate::handlers::configs::topic_entries;
 use crate::replication::Layout;
@@ -154,7 +154,7 @@ async fn create_one(
                     .collect(),
             )
         };
-        c.create_topic(broker, new.name, layout, configs.clone(), validate_only)
+        c.create_topic(new.name, layout, configs.clone(), validate_only)
             .await?;
     } else if validate_only {
         broker.catalog.validate_new(&new)?;
@@ -210,7 +210,7 @@ pub async fn delete(
                 Some(c) => {
                     let id = broker.catalog.get(&n).map(|t| t.id).unwrap_or_default();
                     if broker.config.delete_topic_enable {
-                        c.delete_topic(broker, &n).await.map(|()| (n, id))
+                        c.delete_topic(&n).await.map(|()| (n, id))
                     } else {
                         Err(Error::TopicDeletionDisabled)
                     }
@@ -276,7 +276,7 @@ pub async fn create_partitions(
                             .map(|x| x.broker_ids.iter().map(|b| b.0).collect())
                             .collect()
                     });
-                    c.create_partitions(broker, &t.name, t.count, assignment, req.validate_only)
+                    c.create_partitions(&t.name, t.count, assignment, req.validate_only)
                         .await
                 }
                 None => {

@@ -4,8 +4,9 @@
 //! consumers at the tail never read storage.
 //!
 //! The HW is kept apart from the LEO even on one node: consumers read only below the HW,
-//! and the HW is the minimum LEO over the in-sync replicas. Until replication lands the ISR
-//! is the leader alone, so the HW follows the LEO as soon as an append is written.
+//! and the HW is the minimum LEO over the in-sync replicas. On a single node, and on a
+//! leader whose ISR is itself alone, the HW follows the LEO as soon as an append is written;
+//! otherwise `replication` moves it as followers fetch.
 
 pub mod batch;
 pub mod producer;

@@ -6,11 +6,10 @@
 //! Counters are updated where the work happens, through handles created once (per API at
 //! start, per topic when the topic is loaded), so the hot path never looks a label up.
 //! Gauges of state (partitions, offsets, sizes, groups, lag) are computed from the catalog
-//! and the coordinator when scraped, in [`state`].
+//! and the coordinator when scraped, by `crate::scrape` above, and handed to [`Metrics::render`]:
+//! this module holds counter handles only and knows nothing of the layers that use them.
 
 pub mod errors;
-pub mod http;
-mod state;
 
 use std::time::Duration;
 
@@ -20,7 +19,6 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::broker::Broker;
 use errors::ErrorCodes;
 
 /// Request latency buckets, in seconds: 0.5 ms to 10 s.
@@ -39,8 +37,6 @@ pub struct Metrics {
     pub isr_shrinks: IntCounter,
     pub isr_expands: IntCounter,
     pub unclean_leader_elections: IntCounter,
-    /// `metrics.partition.series.enable`: per-partition (and per group-partition) series.
-    partition_series: bool,
 }
 
 struct ApiMetrics {
@@ -100,7 +96,7 @@ fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
 
 impl Metrics {
     /// Registers every family; `apis` is the dispatch table (key, min, max version).
-    pub fn new(apis: &[(ApiKey, i16, i16)], partition_series: bool) -> Metrics {
+    pub fn new(apis: &[(ApiKey, i16, i16)]) -> Metrics {
         let registry = Registry::new();
         let durations = HistogramVec::new(
             HistogramOpts::new(
@@ -227,7 +223,6 @@ impl Metrics {
             connections,
             topics,
             registry,
-            partition_series,
         }
     }
 
@@ -304,18 +299,10 @@ impl Metrics {
         self.connections_created.with_label_values(&[listener]);
     }
 
-    /// The Prometheus text exposition: registered families plus the state of `broker`.
-    pub fn render(&self, broker: &Broker) -> String {
-        if let Some(c) = broker.cluster() {
-            // Decided by the controller, counted here (the controller has no registry).
-            let decided = c.controller.unclean_elections();
-            let counted = self.unclean_leader_elections.get();
-            if decided > counted {
-                self.unclean_leader_elections.inc_by(decided - counted);
-            }
-        }
+    /// The Prometheus text exposition: the registered families plus `computed` ones.
+    pub fn render(&self, computed: Vec<prometheus::proto::MetricFamily>) -> String {
         let mut families = self.registry.gather();
-        families.extend(state::families(broker, self.partition_series));
+        families.extend(computed);
         families.sort_by(|a, b| a.name().cmp(b.name()));
         let mut out = Vec::new();
         if let Err(e) = TextEncoder::new().encode(&families, &mut out) {

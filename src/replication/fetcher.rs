@@ -3,35 +3,43 @@
 //! applied per partition: truncate where the leader says the log diverges, else append the
 //! batches as they are and take the leader's HW (capped at the local LEO).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, RequestHeader, ResponseHeader,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::FetchWork;
-use crate::broker::{shutdown_requested, Broker};
-use crate::handlers::topic_name;
+use super::{FetchWork, Node};
+use crate::shutdown;
+use crate::wire::frame::FrameReader;
+use crate::wire::{self, topic_name};
 
 const FETCH_VERSION: i16 = 12;
-const MAX_WAIT_MS: i32 = 500;
-const PARTITION_MAX_BYTES: i32 = 1 << 20;
-const RESPONSE_MAX_BYTES: i32 = 16 << 20;
+const WAIT_MS_MAX: i32 = 500;
+const PARTITION_BYTES_MAX: i32 = 1 << 20;
+const FETCH_BYTES_MAX: i32 = 16 << 20;
+/// The largest answer frame accepted: the leader may exceed the requested maximum by one
+/// batch (Kafka returns at least one whole batch), so leave it room.
+const ANSWER_BYTES_MAX: usize = 2 * FETCH_BYTES_MAX as usize;
 
-pub(super) async fn run(broker: Arc<Broker>, leader: i32, mut work: watch::Receiver<FetchWork>) {
-    let mut shutdown = broker.shutdown_signal();
-    let mut conn: Option<(String, TcpStream)> = None;
+/// A connection to the leader: its address, the frame reader over its read half (which
+/// allocates a response's memory as its bytes arrive), and the write half.
+struct Conn {
+    addr: String,
+    frames: FrameReader<OwnedReadHalf>,
+    out: OwnedWriteHalf,
+}
+
+pub(super) async fn run(node: Node, leader: i32, mut work: watch::Receiver<FetchWork>) {
+    let mut shutdown = node.shutdown.clone();
+    let mut conn: Option<Conn> = None;
     let mut correlation = 0i32;
     loop {
-        if broker.is_shutting_down() {
+        if *shutdown.borrow() {
             return;
         }
         let w = work.borrow_and_update().clone();
@@ -39,15 +47,20 @@ pub(super) async fn run(broker: Arc<Broker>, leader: i32, mut work: watch::Recei
             conn = None;
             tokio::select! {
                 r = work.changed() => if r.is_err() { return },
-                _ = shutdown_requested(&mut shutdown) => return,
+                _ = shutdown::requested(&mut shutdown) => return,
             }
             continue;
         }
-        if conn.as_ref().is_none_or(|(addr, _)| *addr != w.addr) {
+        if conn.as_ref().is_none_or(|c| c.addr != w.addr) {
             match TcpStream::connect(&w.addr).await {
                 Ok(s) => {
                     let _ = s.set_nodelay(true);
-                    conn = Some((w.addr.clone(), s));
+                    let (rd, out) = s.into_split();
+                    conn = Some(Conn {
+                        addr: w.addr.clone(),
+                        frames: FrameReader::new(rd, ANSWER_BYTES_MAX),
+                        out,
+                    });
                 }
                 Err(e) => {
                     tracing::debug!(leader, addr = %w.addr, error = %e, "cannot reach the leader");
@@ -56,14 +69,14 @@ pub(super) async fn run(broker: Arc<Broker>, leader: i32, mut work: watch::Recei
                 }
             }
         }
-        let Some((_, stream)) = conn.as_mut() else {
+        let Some(c) = conn.as_mut() else {
             continue;
         };
         correlation = correlation.wrapping_add(1);
-        let req = request(broker.node_id(), &w);
+        let req = request(node.id(), &w);
         let answer = tokio::select! {
-            r = tokio::time::timeout(Duration::from_secs(30), call(stream, correlation, &req)) => r,
-            _ = shutdown_requested(&mut shutdown) => return,
+            r = tokio::time::timeout(Duration::from_secs(30), call(c, correlation, &req)) => r,
+            _ = shutdown::requested(&mut shutdown) => return,
         };
         let resp = match answer {
             Ok(Ok(r)) => r,
@@ -88,7 +101,7 @@ pub(super) async fn run(broker: Arc<Broker>, leader: i32, mut work: watch::Recei
 async fn pause(shutdown: &mut watch::Receiver<bool>) {
     tokio::select! {
         _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-        _ = shutdown_requested(shutdown) => {}
+        _ = shutdown::requested(shutdown) => {}
     }
 }
 
@@ -102,7 +115,7 @@ fn request(me: i32, w: &FetchWork) -> FetchRequest {
             .with_fetch_offset(o.log_end)
             .with_last_fetched_epoch(f.partition.log.latest_epoch())
             .with_log_start_offset(o.log_start)
-            .with_partition_max_bytes(PARTITION_MAX_BYTES);
+            .with_partition_max_bytes(PARTITION_BYTES_MAX);
         match topics.iter_mut().find(|t| t.topic.0.as_str() == f.topic) {
             Some(t) => t.partitions.push(part),
             None => topics.push(
@@ -114,50 +127,34 @@ fn request(me: i32, w: &FetchWork) -> FetchRequest {
     }
     FetchRequest::default()
         .with_replica_id(BrokerId(me))
-        .with_max_wait_ms(MAX_WAIT_MS)
+        .with_max_wait_ms(WAIT_MS_MAX)
         .with_min_bytes(1)
-        .with_max_bytes(RESPONSE_MAX_BYTES)
+        .with_max_bytes(FETCH_BYTES_MAX)
         .with_session_id(0)
         .with_session_epoch(-1)
         .with_topics(topics)
 }
 
-async fn call(
-    s: &mut TcpStream,
-    correlation: i32,
-    req: &FetchRequest,
-) -> anyhow::Result<FetchResponse> {
-    let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::Fetch as i16)
-        .with_request_api_version(FETCH_VERSION)
-        .with_correlation_id(correlation)
-        .with_client_id(Some(StrBytes::from_static_str("cairn-replica-fetcher")));
-    let hv = ApiKey::Fetch.request_header_version(FETCH_VERSION);
-    let mut body = BytesMut::new();
-    header.encode(&mut body, hv)?;
-    req.encode(&mut body, FETCH_VERSION)?;
-    let mut frame = BytesMut::with_capacity(body.len() + 4);
-    frame.put_i32(body.len() as i32);
-    frame.extend_from_slice(&body);
-    s.write_all(&frame).await?;
-    let len = s.read_i32().await?;
-    anyhow::ensure!(
-        (0..=RESPONSE_MAX_BYTES * 2).contains(&len),
-        "fetch answer of {len} bytes"
-    );
-    let mut buf = vec![0u8; len as usize];
-    s.read_exact(&mut buf).await?;
-    let mut buf = Bytes::from(buf);
-    let h = ResponseHeader::decode(
-        &mut buf,
-        ApiKey::Fetch.response_header_version(FETCH_VERSION),
+async fn call(c: &mut Conn, correlation: i32, req: &FetchRequest) -> anyhow::Result<FetchResponse> {
+    let frame = wire::request_frame(
+        ApiKey::Fetch,
+        FETCH_VERSION,
+        correlation,
+        "cairn-replica-fetcher",
+        req,
     )?;
-    anyhow::ensure!(h.correlation_id == correlation, "answer to another request");
-    let resp = FetchResponse::decode(&mut buf, FETCH_VERSION)?;
-    if buf.has_remaining() {
-        tracing::debug!(left = buf.remaining(), "bytes after the fetch answer");
-    }
-    Ok(resp)
+    c.out.write_all(&frame).await?;
+    let answer = c
+        .frames
+        .next()
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the leader closed the connection"))?;
+    Ok(wire::decode_response(
+        ApiKey::Fetch,
+        FETCH_VERSION,
+        correlation,
+        answer,
+    )?)
 }
 
 /// Applies one answer; true when any partition made progress or had nothing new.

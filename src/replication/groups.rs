@@ -28,15 +28,13 @@ use kafka_protocol::ResponseError;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use crate::broker::now_ms;
+use crate::clock::now_ms;
 use crate::controller::metadata::Image;
 use crate::coordinator::{Coordinator, GroupLog};
 use crate::error::{Error, Result};
 use crate::log::AppendOptions;
 use crate::storage::{GroupCf, GroupChange, MetaStore};
-use crate::topics::Topic;
-
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+use crate::topics::{Topic, OFFSETS_TOPIC};
 
 /// How long a write may wait for the ISR (Kafka's `offsets.commit.timeout.ms`).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -26,15 +26,22 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::broker::{shutdown_requested, Broker};
+use crate::config::Config;
+use crate::controller::client::ControllerClient;
 use crate::controller::metadata::{Endpoint, Image, PartitionState, NO_LEADER};
-use crate::controller::rpc::{BrokerReply, BrokerRequest, ControllerClient};
+use crate::controller::rpc::{BrokerReply, BrokerRequest};
 use crate::controller::service::ControllerNode;
+use crate::coordinator::Coordinator;
 use crate::error::{Error, Result};
-use crate::topics::Partition;
+use crate::placement::{Assignment, Progress};
+use crate::shutdown;
+use crate::storage::MetaStore;
+use crate::topics::{Catalog, Partition, OFFSETS_TOPIC};
 
 /// How long a request to the controller may take before the caller gives up.
 const CONTROLLER_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a request waits for its accepted metadata change to reach the local catalog.
+const LOCAL_APPLY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where a new topic's replicas go.
 pub enum Layout {
@@ -45,45 +52,6 @@ pub enum Layout {
     },
     /// Replicas per partition, as CreateTopics gave them (kafka-topics --replica-assignment).
     Assigned(Vec<Vec<i32>>),
-}
-
-/// A partition's place in the cluster as this broker last applied it from the image.
-#[derive(Debug, Clone)]
-pub struct Assignment {
-    pub topic_id: Uuid,
-    pub leader: i32,
-    pub leader_epoch: i32,
-    pub partition_epoch: i32,
-    pub replicas: Vec<i32>,
-    pub isr: Vec<i32>,
-    /// Replicas on brokers that are fenced or gone.
-    pub offline: Vec<i32>,
-    /// On the leader: what each follower last told us by fetching.
-    followers: HashMap<i32, Progress>,
-    /// An AlterPartition for this partition is with the controller.
-    alter_in_flight: bool,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Progress {
-    leo: i64,
-    last_caught_up: Instant,
-    last_fetch: Instant,
-    leader_leo_at_last_fetch: i64,
-}
-
-/// A partition's replication state: `None` on a single node, where it leads alone.
-#[derive(Default)]
-pub struct Replica(Mutex<Option<Assignment>>);
-
-impl Replica {
-    pub fn get(&self) -> Option<Assignment> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Assignment>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 /// What a fetcher for one leader works on.
@@ -109,15 +77,34 @@ impl PartialEq for Followed {
     }
 }
 
+/// What replication works with: the services below it, handed in by the broker that holds
+/// the cluster (replication never sees the broker itself).
+#[derive(Clone)]
+pub struct Node {
+    pub config: Arc<Config>,
+    pub catalog: Arc<Catalog>,
+    pub groups: Arc<Coordinator>,
+    pub meta: Arc<dyn MetaStore>,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl Node {
+    pub fn id(&self) -> i32 {
+        self.config.node_id
+    }
+}
+
 pub struct Cluster {
+    node: Node,
     pub controller: Arc<ControllerNode>,
     client: ControllerClient,
     image: watch::Receiver<Arc<Image>>,
     /// This broker's epoch (the offset of its registration), -1 until registered.
     epoch: AtomicI64,
     incarnation: Uuid,
-    /// The metadata offset this broker has applied (reported in heartbeats).
-    applied: AtomicI64,
+    /// The metadata offset this broker has applied (reported in heartbeats); changes wake
+    /// the requests waiting for their change to reach the local catalog.
+    applied: watch::Sender<i64>,
     fetchers: Mutex<HashMap<i32, watch::Sender<FetchWork>>>,
     /// Set once controlled shutdown is done (or given up).
     shut_down: watch::Sender<bool>,
@@ -128,28 +115,29 @@ pub struct Cluster {
 
 impl Cluster {
     /// Starts membership, metadata and ISR loops for `broker` over the local voter.
-    pub fn start(broker: &Arc<Broker>, controller: Arc<ControllerNode>) -> Arc<Cluster> {
+    pub fn start(node: Node, controller: Arc<ControllerNode>) -> Arc<Cluster> {
         let groups = Arc::new(groups::GroupPartitions::new(
-            broker.node_id(),
-            broker.groups.clone(),
-            broker.meta().clone(),
+            node.id(),
+            node.groups.clone(),
+            node.meta.clone(),
         ));
-        broker.groups.replicate_through(groups.clone());
+        node.groups.replicate_through(groups.clone());
         let cluster = Arc::new(Cluster {
             image: controller.image(),
             controller,
-            client: ControllerClient::new(broker.config.cluster.voters.clone()),
+            client: ControllerClient::new(node.config.cluster.voters.clone()),
             epoch: AtomicI64::new(-1),
             incarnation: Uuid::new_v4(),
-            applied: AtomicI64::new(-1),
+            applied: watch::channel(-1).0,
             fetchers: Mutex::new(HashMap::new()),
             shut_down: watch::channel(false).0,
             want_shut_down: watch::channel(false).0,
             groups,
+            node,
         });
-        tokio::spawn(cluster.clone().membership(broker.clone()));
-        tokio::spawn(cluster.clone().follow_metadata(broker.clone()));
-        tokio::spawn(cluster.clone().check_isr(broker.clone()));
+        tokio::spawn(cluster.clone().membership());
+        tokio::spawn(cluster.clone().follow_metadata());
+        tokio::spawn(cluster.clone().check_isr());
         cluster
     }
 
@@ -182,8 +170,8 @@ impl Cluster {
 
     // ---- membership ---------------------------------------------------------------------
 
-    async fn membership(self: Arc<Self>, broker: Arc<Broker>) {
-        let cfg = &broker.config;
+    async fn membership(self: Arc<Self>) {
+        let cfg = &self.node.config;
         let interval = Duration::from_millis(cfg.cluster.broker_heartbeat_interval_ms);
         let endpoints: Vec<Endpoint> = cfg
             .advertised_listeners
@@ -198,7 +186,7 @@ impl Cluster {
         loop {
             if self.broker_epoch() < 0 {
                 let req = BrokerRequest::Register {
-                    id: broker.node_id(),
+                    id: self.node.id(),
                     incarnation: self.incarnation,
                     endpoints: endpoints.clone(),
                     rack: None,
@@ -218,9 +206,9 @@ impl Cluster {
             }
             let shutting_down = *want_shut_down.borrow();
             let req = BrokerRequest::Heartbeat {
-                broker: broker.node_id(),
+                broker: self.node.id(),
                 broker_epoch: self.broker_epoch(),
-                metadata_offset: self.applied.load(Ordering::Acquire),
+                metadata_offset: *self.applied.borrow(),
                 want_fence: false,
                 want_shut_down: shutting_down,
             };
@@ -260,32 +248,33 @@ impl Cluster {
 
     // ---- metadata -----------------------------------------------------------------------
 
-    async fn follow_metadata(self: Arc<Self>, broker: Arc<Broker>) {
+    async fn follow_metadata(self: Arc<Self>) {
         let mut rx = self.image.clone();
-        let mut shutdown = broker.shutdown_signal();
+        let mut shutdown = self.node.shutdown.clone();
         loop {
             let image = rx.borrow_and_update().clone();
-            if let Err(e) = self.apply_image(&broker, &image).await {
+            if let Err(e) = self.apply_image(&image).await {
                 tracing::error!(error = %e, "applying cluster metadata failed; retrying");
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 continue;
             }
-            self.applied.store(image.offset, Ordering::Release);
+            self.applied.send_replace(image.offset);
             tokio::select! {
                 r = rx.changed() => if r.is_err() { return },
-                _ = shutdown_requested(&mut shutdown) => return,
+                _ = shutdown::requested(&mut shutdown) => return,
             }
         }
     }
 
-    async fn apply_image(&self, broker: &Arc<Broker>, image: &Image) -> Result<()> {
-        let me = broker.node_id();
+    async fn apply_image(&self, image: &Image) -> Result<()> {
+        let node = &self.node;
+        let me = node.id();
         let mut work: BTreeMap<i32, FetchWork> = BTreeMap::new();
         for t in image.topics.values() {
             if t.partitions.is_empty() {
                 continue;
             }
-            let topic = broker
+            let topic = node
                 .catalog
                 .adopt(&t.name, t.id, t.partitions.len(), &t.configs)
                 .await?;
@@ -299,7 +288,7 @@ impl Cluster {
                     p.log.truncate_to(o.log_start).await?;
                 }
                 if ps.leader != me && ps.leader != NO_LEADER && ps.replicas.contains(&me) {
-                    let Some(addr) = endpoint(image, ps.leader, &broker.config) else {
+                    let Some(addr) = endpoint(image, ps.leader, &node.config) else {
                         continue;
                     };
                     let w = work.entry(ps.leader).or_default();
@@ -312,13 +301,12 @@ impl Cluster {
                 }
             }
         }
-        for local in broker.catalog.all() {
+        for local in node.catalog.all() {
             if image.names.get(&local.name) != Some(&local.id) {
-                broker.catalog.forget(&local.name).await?;
+                node.catalog.forget(&local.name).await?;
             }
         }
-        self.groups
-            .follow(image, broker.catalog.get(groups::OFFSETS_TOPIC));
+        self.groups.follow(image, node.catalog.get(OFFSETS_TOPIC));
         let mut fetchers = self.fetchers.lock().unwrap_or_else(|e| e.into_inner());
         for (leader, tx) in fetchers.iter() {
             if !work.contains_key(leader) {
@@ -341,7 +329,7 @@ impl Cluster {
                 None => {
                     let (tx, rx) = watch::channel(w);
                     fetchers.insert(leader, tx);
-                    tokio::spawn(fetcher::run(broker.clone(), leader, rx));
+                    tokio::spawn(fetcher::run(node.clone(), leader, rx));
                 }
             }
         }
@@ -423,12 +411,11 @@ impl Cluster {
     /// the controller to add it to the ISR once it has caught up.
     pub fn follower_fetched(
         self: &Arc<Self>,
-        broker: &Arc<Broker>,
         p: &Arc<Partition>,
         follower: i32,
         fetch_offset: i64,
     ) -> Result<()> {
-        let me = broker.node_id();
+        let me = self.node.id();
         let leo = p.log.offsets().log_end;
         let expand = {
             let mut guard = p.replica.lock();
@@ -481,20 +468,14 @@ impl Cluster {
                 ?isr,
                 "follower caught up: expanding the ISR"
             );
-            tokio::spawn(self.clone().alter_isr(broker.clone(), p.clone(), a, isr));
+            tokio::spawn(self.clone().alter_isr(p.clone(), a, isr));
         }
         Ok(())
     }
 
-    async fn alter_isr(
-        self: Arc<Self>,
-        broker: Arc<Broker>,
-        p: Arc<Partition>,
-        a: Assignment,
-        isr: Vec<i32>,
-    ) {
+    async fn alter_isr(self: Arc<Self>, p: Arc<Partition>, a: Assignment, isr: Vec<i32>) {
         let req = BrokerRequest::AlterPartition {
-            broker: broker.node_id(),
+            broker: self.node.id(),
             broker_epoch: self.broker_epoch(),
             topic: a.topic_id,
             index: p.index,
@@ -504,7 +485,7 @@ impl Cluster {
         };
         // Short-lived: a shrink decided while the quorum was unreachable must not land much
         // later, after the followers caught up again; the next check decides afresh.
-        let timeout = Duration::from_millis(broker.config.cluster.replica_lag_time_max_ms / 2)
+        let timeout = Duration::from_millis(self.node.config.cluster.replica_lag_time_max_ms / 2)
             .clamp(Duration::from_secs(1), Duration::from_secs(5));
         let answer = self.client.call(req, timeout).await;
         if !matches!(answer, Some(BrokerReply::Done)) {
@@ -517,17 +498,17 @@ impl Cluster {
 
     /// Every half lag time: ISR followers that have not caught up within
     /// `replica.lag.time.max.ms` are dropped from the ISR, through the controller.
-    async fn check_isr(self: Arc<Self>, broker: Arc<Broker>) {
-        let lag = Duration::from_millis(broker.config.cluster.replica_lag_time_max_ms);
-        let mut shutdown = broker.shutdown_signal();
-        let me = broker.node_id();
+    async fn check_isr(self: Arc<Self>) {
+        let lag = Duration::from_millis(self.node.config.cluster.replica_lag_time_max_ms);
+        let mut shutdown = self.node.shutdown.clone();
+        let me = self.node.id();
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(lag / 2) => {}
-                _ = shutdown_requested(&mut shutdown) => return,
+                _ = shutdown::requested(&mut shutdown) => return,
             }
             let now = Instant::now();
-            for t in broker.catalog.all() {
+            for t in self.node.catalog.all() {
                 for p in &t.partitions {
                     let shrink = {
                         let mut guard = p.replica.lock();
@@ -557,7 +538,7 @@ impl Cluster {
                         }
                     };
                     if let Some((a, isr)) = shrink {
-                        tokio::spawn(self.clone().alter_isr(broker.clone(), p.clone(), a, isr));
+                        tokio::spawn(self.clone().alter_isr(p.clone(), a, isr));
                     }
                 }
             }
@@ -581,18 +562,19 @@ impl Cluster {
         }
     }
 
-    /// Waits (bounded) until this broker's catalog shows `name` as `present` says, so a
-    /// client's next request to this broker sees the change it just made.
-    async fn await_local(&self, broker: &Broker, name: &str, present: bool) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while broker.catalog.get(name).is_some() != present && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    /// Waits until the local catalog satisfies `done`, re-checking each time this broker
+    /// applies more metadata, so a client's next request to this broker sees the change it
+    /// just made. Bounded: a change the quorum took is applied eventually, but the client
+    /// should not wait on a broker that is cut off from it.
+    async fn await_applied(&self, done: impl Fn(&Catalog) -> bool) {
+        let mut applied = self.applied.subscribe();
+        let catalog = &self.node.catalog;
+        let _ =
+            tokio::time::timeout(LOCAL_APPLY_TIMEOUT, applied.wait_for(|_| done(catalog))).await;
     }
 
     pub async fn create_topic(
         &self,
-        broker: &Broker,
         name: &str,
         layout: Layout,
         configs: BTreeMap<String, String>,
@@ -619,23 +601,22 @@ impl Cluster {
         })
         .await?;
         if !validate_only {
-            self.await_local(broker, name, true).await;
+            self.await_applied(|c| c.get(name).is_some()).await;
         }
         Ok(())
     }
 
-    pub async fn delete_topic(&self, broker: &Broker, name: &str) -> Result<()> {
+    pub async fn delete_topic(&self, name: &str) -> Result<()> {
         self.ask(BrokerRequest::DeleteTopic {
             name: name.to_string(),
         })
         .await?;
-        self.await_local(broker, name, false).await;
+        self.await_applied(|c| c.get(name).is_none()).await;
         Ok(())
     }
 
     pub async fn create_partitions(
         &self,
-        broker: &Broker,
         name: &str,
         count: i32,
         assignment: Option<Vec<Vec<i32>>>,
@@ -649,15 +630,11 @@ impl Cluster {
         })
         .await?;
         if !validate_only {
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while broker
-                .catalog
-                .get(name)
-                .is_some_and(|t| (t.partitions.len() as i32) < count)
-                && Instant::now() < deadline
-            {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+            self.await_applied(|c| {
+                c.get(name)
+                    .is_none_or(|t| t.partitions.len() as i32 >= count)
+            })
+            .await;
         }
         Ok(())
     }
@@ -666,7 +643,6 @@ impl Cluster {
     /// broker has applied them (bounded), so the client's next describe sees them.
     pub async fn set_topic_configs(
         &self,
-        broker: &Broker,
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<()> {
@@ -675,15 +651,8 @@ impl Cluster {
             configs: configs.clone(),
         })
         .await?;
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while broker
-            .catalog
-            .get(name)
-            .is_some_and(|t| t.overrides != configs)
-            && Instant::now() < deadline
-        {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        self.await_applied(|c| c.get(name).is_none_or(|t| t.overrides == configs))
+            .await;
         Ok(())
     }
 
@@ -741,17 +710,15 @@ impl Cluster {
     /// `offsets.topic.replication.factor`; until it can be, COORDINATOR_NOT_AVAILABLE.
     pub async fn group_coordinator(
         &self,
-        broker: &Broker,
         group: &str,
         listener: &str,
     ) -> std::result::Result<(i32, String, u16), ResponseError> {
-        if !self.image().names.contains_key(groups::OFFSETS_TOPIC) {
-            let c = &broker.config.cluster;
+        if !self.image().names.contains_key(OFFSETS_TOPIC) {
+            let c = &self.node.config.cluster;
             let configs = BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]);
             let created = self
                 .create_topic(
-                    broker,
-                    groups::OFFSETS_TOPIC,
+                    OFFSETS_TOPIC,
                     Layout::Spread {
                         partitions: c.offsets_topic_num_partitions,
                         replication_factor: c.offsets_topic_replication_factor,
@@ -764,7 +731,7 @@ impl Cluster {
                 Ok(()) => {}
                 Err(e) if e.response_error() == ResponseError::TopicAlreadyExists => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot create {}", groups::OFFSETS_TOPIC);
+                    tracing::warn!(error = %e, "cannot create {}", OFFSETS_TOPIC);
                     return Err(ResponseError::CoordinatorNotAvailable);
                 }
             }
@@ -772,7 +739,7 @@ impl Cluster {
         let image = self.image();
         let t = image
             .names
-            .get(groups::OFFSETS_TOPIC)
+            .get(OFFSETS_TOPIC)
             .and_then(|id| image.topics.get(id))
             .filter(|t| !t.partitions.is_empty())
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
@@ -872,12 +839,4 @@ fn endpoint(image: &Image, id: i32, config: &crate::config::Config) -> Option<St
         .find(|e| e.listener == name)
         .or(b.endpoints.first())?;
     Some(format!("{}:{}", e.host, e.port))
-}
-
-/// Checks that this broker leads `p` (in cluster mode; a single node leads everything).
-pub fn check_leader(me: i32, p: &Partition) -> Result<()> {
-    match p.replica.get() {
-        Some(a) if a.leader != me => Err(Error::NotLeaderOrFollower),
-        _ => Ok(()),
-    }
 }

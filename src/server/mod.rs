@@ -8,8 +8,6 @@
 //! request order by construction. A frame that cannot be parsed, an unknown API or an
 //! unsupported version closes that connection only.
 
-pub mod frame;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -21,6 +19,8 @@ use tokio::task::JoinSet;
 
 use crate::broker::Broker;
 use crate::dispatch::{self, Outcome};
+use crate::handlers::Connection;
+use crate::wire::frame::FrameReader;
 
 /// Responses queued for the writer per connection before the reader waits.
 const RESPONSES_QUEUED_MAX: usize = 8;
@@ -61,7 +61,7 @@ pub async fn serve(broker: Arc<Broker>, listeners: Vec<(String, TcpListener)>) {
                             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                         }
                     },
-                    _ = crate::broker::shutdown_requested(&mut shutdown) => break,
+                    _ = crate::shutdown::requested(&mut shutdown) => break,
                     Some(_) = spawned.join_next(), if !spawned.is_empty() => {}
                 }
             }
@@ -95,13 +95,13 @@ async fn connection(broker: Arc<Broker>, listener: Arc<str>, stream: TcpStream, 
         let _ = wr.shutdown().await;
     });
 
-    let mut frames = frame::FrameReader::new(rd, broker.config.socket_request_bytes_max as usize);
+    let mut frames = FrameReader::new(rd, broker.config.socket_request_bytes_max as usize);
     let mut shutdown = broker.shutdown_signal();
-    let ctx = dispatch::Connection { listener, peer };
+    let ctx = Connection { listener, peer };
     loop {
         let next = tokio::select! {
             f = frames.next() => f,
-            _ = crate::broker::shutdown_requested(&mut shutdown) => break,
+            _ = crate::shutdown::requested(&mut shutdown) => break,
         };
         let frame = match next {
             Ok(Some(f)) => f,

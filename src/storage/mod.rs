@@ -18,7 +18,7 @@ pub mod rocks;
 
 use bytes::Bytes;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A partition's storage id: allocated once when the partition is created and never reused,
 /// so a deleted topic's leftovers can never be mistaken for a new topic's data.
@@ -114,6 +114,37 @@ pub trait LogStore: Send + Sync + 'static {
 
 /// Storage of small metadata records (topics, configs, counters). Every `put` and `delete`
 /// is durable on return: metadata changes are rare and must not be lost.
+/// Reserves `n` values of a durable counter kept under `key` as a big-endian integer of
+/// `WIDTH` bytes (4 or 8), and returns the first. The new end is written before any value
+/// is used, so no value is handed out twice, even across crashes, without a write per value
+/// (Kafka's ProducerIdManager reserves producer ids in blocks the same way).
+pub fn reserve<const WIDTH: usize>(meta: &dyn MetaStore, key: &[u8], n: u64) -> Result<u64> {
+    let malformed = || {
+        Error::Storage(format!(
+            "counter {} is malformed",
+            String::from_utf8_lossy(key)
+        ))
+    };
+    let next = match meta.get(key)? {
+        Some(v) => {
+            let bytes: [u8; WIDTH] = v.as_slice().try_into().map_err(|_| malformed())?;
+            bytes.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
+        }
+        None => 0,
+    };
+    let end = next
+        .checked_add(n)
+        .filter(|e| WIDTH >= 8 || *e < 1u64 << (8 * WIDTH))
+        .ok_or_else(|| {
+            Error::Storage(format!(
+                "counter {} exhausted",
+                String::from_utf8_lossy(key)
+            ))
+        })?;
+    meta.put(key, &end.to_be_bytes()[8 - WIDTH..])?;
+    Ok(next)
+}
+
 pub trait MetaStore: Send + Sync + 'static {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;

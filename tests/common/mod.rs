@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -165,20 +165,7 @@ impl Client {
     /// Encodes a request frame.
     pub fn frame<Req: Encodable>(&mut self, api: ApiKey, version: i16, req: &Req) -> Bytes {
         self.correlation += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(api as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation)
-            .with_client_id(Some(StrBytes::from_static_str("cairn-tests")));
-        let mut body = BytesMut::new();
-        header
-            .encode(&mut body, api.request_header_version(version))
-            .unwrap();
-        req.encode(&mut body, version).unwrap();
-        let mut out = BytesMut::new();
-        out.put_i32(body.len() as i32);
-        out.extend_from_slice(&body);
-        out.freeze()
+        cairn::wire::request_frame(api, version, self.correlation, "cairn-tests", req).unwrap()
     }
 
     pub fn send<Req: Encodable, Resp: Decodable>(
@@ -189,15 +176,9 @@ impl Client {
     ) -> Resp {
         let frame = self.frame(api, version, req);
         self.send_raw(&frame);
-        let correlation = self.correlation;
-        let mut body = self.read_frame().expect("response");
-        let header =
-            ResponseHeader::decode(&mut body, api.response_header_version(version)).unwrap();
-        assert_eq!(
-            header.correlation_id, correlation,
-            "responses come in request order"
-        );
-        Resp::decode(&mut body, version).unwrap()
+        let body = self.read_frame().expect("response");
+        // The correlation id is checked: responses come in request order.
+        cairn::wire::decode_response(api, version, self.correlation, body).unwrap()
     }
 
     /// Sends without waiting for a response (acks=0, pipelining).

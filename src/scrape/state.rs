@@ -3,12 +3,14 @@
 //! between scrapes, so a deleted topic or group simply stops appearing.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use prometheus::core::Collector;
 use prometheus::proto::MetricFamily;
 use prometheus::{IntGauge, IntGaugeVec, Opts};
 
 use crate::broker::Broker;
+use crate::topics::Topic;
 
 fn gauge(out: &mut Vec<MetricFamily>, name: &str, help: &str, value: i64) {
     let g = IntGauge::new(name, help).expect("valid metric");
@@ -33,15 +35,36 @@ fn gauge_vec(
     );
 }
 
-pub fn families(broker: &Broker, partition_series: bool) -> Vec<MetricFamily> {
+pub fn families(broker: &Broker) -> Vec<MetricFamily> {
+    let partition_series = broker.config.metrics_partition_series;
     let mut out = Vec::new();
-    let node = broker.node_id();
     let topics = broker.catalog.all();
+    replica_and_controller_gauges(&mut out, broker, &topics);
+    partition_gauges(&mut out, broker.node_id(), &topics, partition_series);
+    let hw: BTreeMap<(&str, i32), i64> = topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| ((t.name.as_str(), p.index), p.log.offsets().high_watermark))
+        })
+        .collect();
+    group_gauges(&mut out, broker, &hw, partition_series);
+    out
+}
 
+/// This broker's replica counts (Kafka's ReplicaManager gauges), the controller-wide counts
+/// and the broker state.
+fn replica_and_controller_gauges(
+    out: &mut Vec<MetricFamily>,
+    broker: &Broker,
+    topics: &[Arc<Topic>],
+) {
+    let node = broker.node_id();
     let (mut partitions, mut leaders, mut under_replicated, mut under_min_isr, mut at_min_isr) =
         (0, 0, 0, 0, 0);
     let mut offline = 0;
-    for t in &topics {
+    for t in topics {
         let min_isr = t.effective.min_insync_replicas as usize;
         for p in &t.partitions {
             let place = p.placement(node);
@@ -130,29 +153,30 @@ pub fn families(broker: &Broker, partition_series: bool) -> Vec<MetricFamily> {
             broker_state(broker),
         ),
     ] {
-        gauge(&mut out, name, help, value);
+        gauge(out, name, help, value);
     }
+}
 
+/// Partitions per topic, and per partition (unless switched off) its size, offsets and
+/// replicas.
+fn partition_gauges(
+    out: &mut Vec<MetricFamily>,
+    node: i32,
+    topics: &[Arc<Topic>],
+    partition_series: bool,
+) {
     gauge_vec(
-        &mut out,
+        out,
         "kafka_topic_partitions",
         "Partitions of the topic",
         &["topic"],
         |v| {
-            for t in &topics {
+            for t in topics {
                 v.with_label_values(&[&t.name])
                     .set(t.partitions.len() as i64);
             }
         },
     );
-
-    // Per topic-partition: offsets, sizes and replicas, unless switched off.
-    let mut hw: BTreeMap<(&str, i32), i64> = BTreeMap::new();
-    for t in &topics {
-        for p in &t.partitions {
-            hw.insert((&t.name, p.index), p.log.offsets().high_watermark);
-        }
-    }
     if partition_series {
         let per_partition =
             |out: &mut Vec<MetricFamily>,
@@ -160,7 +184,7 @@ pub fn families(broker: &Broker, partition_series: bool) -> Vec<MetricFamily> {
              help: &str,
              value: &dyn Fn(&crate::topics::Partition) -> i64| {
                 gauge_vec(out, name, help, &["topic", "partition"], |v| {
-                    for t in &topics {
+                    for t in topics {
                         for p in &t.partitions {
                             v.with_label_values(&[&t.name, &p.index.to_string()])
                                 .set(value(p));
@@ -169,37 +193,37 @@ pub fn families(broker: &Broker, partition_series: bool) -> Vec<MetricFamily> {
                 });
             };
         per_partition(
-            &mut out,
+            out,
             "kafka_log_log_size",
             "Bytes of the partition's log on this broker",
             &|p| p.log.size_bytes() as i64,
         );
         per_partition(
-            &mut out,
+            out,
             "kafka_topic_partition_current_offset",
             "The partition's high watermark (the next offset consumers will see)",
             &|p| p.log.offsets().high_watermark,
         );
         per_partition(
-            &mut out,
+            out,
             "kafka_topic_partition_oldest_offset",
             "The partition's log start offset",
             &|p| p.log.offsets().log_start,
         );
         per_partition(
-            &mut out,
+            out,
             "kafka_topic_partition_leader",
             "Node id of the partition's leader (-1: none)",
             &|p| p.placement(node).leader as i64,
         );
         per_partition(
-            &mut out,
+            out,
             "kafka_topic_partition_in_sync_replica",
             "Replicas in the partition's ISR",
             &|p| p.placement(node).isr.len() as i64,
         );
         per_partition(
-            &mut out,
+            out,
             "kafka_topic_partition_under_replicated_partition",
             "1 if the partition's ISR is smaller than its replica set",
             &|p| {
@@ -208,12 +232,20 @@ pub fn families(broker: &Broker, partition_series: bool) -> Vec<MetricFamily> {
             },
         );
     }
+}
 
-    // Consumer groups: members, committed offsets and lag = max(HW - committed, 0), for the
-    // partitions that have a committed offset (kafka_exporter's definitions).
+/// Consumer groups: members, committed offsets and lag = max(HW - committed, 0), for the
+/// partitions that have a committed offset (kafka_exporter's definitions); `hw` holds each
+/// partition's high watermark.
+fn group_gauges(
+    out: &mut Vec<MetricFamily>,
+    broker: &Broker,
+    hw: &BTreeMap<(&str, i32), i64>,
+    partition_series: bool,
+) {
     let groups = broker.groups.snapshot();
     gauge_vec(
-        &mut out,
+        out,
         "kafka_consumergroup_members",
         "Members of the consumer group",
         &["consumergroup"],
@@ -276,14 +308,13 @@ pub fn families(broker: &Broker, partition_series: bool) -> Vec<MetricFamily> {
     .into_iter()
     .enumerate()
     {
-        gauge_vec(&mut out, name, help, &["consumergroup", "topic"], |v| {
+        gauge_vec(out, name, help, &["consumergroup", "topic"], |v| {
             for ((g, t), (offsets, lag)) in &sums {
                 v.with_label_values(&[g, t])
                     .set(if i == 0 { *offsets } else { *lag });
             }
         });
     }
-    out
 }
 
 /// Kafka's BrokerState codes for this broker.

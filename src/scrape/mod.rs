@@ -1,4 +1,5 @@
-//! The HTTP side of `metrics.listener`: `/metrics` in the Prometheus text format
+//! The scrape side of metrics, above the services it reads: the HTTP server of
+//! `metrics.listener`: `/metrics` in the Prometheus text format
 //! (`/public_metrics` too, where Redpanda users look), `/health` (the process answers) and
 //! `/ready` (storage open and listeners bound; 503 before that and while shutting down).
 
@@ -13,6 +14,8 @@ use axum::Router;
 use tokio::net::TcpListener;
 
 use crate::broker::Broker;
+
+mod state;
 
 /// Binds `addr` (failing with the address if it cannot).
 pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
@@ -32,7 +35,7 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener) {
         .route("/health", get(|| async { "ok\n" }))
         .route("/ready", get(ready))
         .with_state(broker);
-    let stop = async move { crate::broker::shutdown_requested(&mut shutdown).await };
+    let stop = async move { crate::shutdown::requested(&mut shutdown).await };
     if let Err(e) = axum::serve(listener, app)
         .with_graceful_shutdown(stop)
         .await
@@ -44,7 +47,7 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener) {
 async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
     // Walking every partition and group is blocking work; keep it off the request threads.
     let b = broker.clone();
-    let body = tokio::task::spawn_blocking(move || b.metrics.render(&b))
+    let body = tokio::task::spawn_blocking(move || b.metrics.render(state::families(&b)))
         .await
         .unwrap_or_default();
     ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], body)

@@ -1,0 +1,10 @@
+//! Wall-clock time in Kafka's unit (milliseconds since the Unix epoch), for what is stored or
+//! sent: record timestamps, commit times, expiry. Deadlines and timeouts use tokio's clock
+//! instead, so tests can pause it.
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

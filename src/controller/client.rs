@@ -1,0 +1,110 @@
+//! The broker's side of asking the controller: [`ControllerClient`] finds the active
+//! controller among the voters, follows its hints, and sends it [`BrokerRequest`]s over the
+//! controller listener.
+
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::network::{read_frame, write_frame, Reply, Rpc};
+use super::rpc::{BrokerReply, BrokerRequest};
+use crate::config::Voter;
+
+/// How long one voter gets to answer before the next is tried.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// The broker's way to the active controller.
+pub struct ControllerClient {
+    voters: Vec<Voter>,
+    leader: std::sync::Mutex<Option<i32>>,
+}
+
+impl ControllerClient {
+    pub fn new(voters: Vec<Voter>) -> ControllerClient {
+        ControllerClient {
+            voters,
+            leader: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn leader(&self) -> Option<i32> {
+        *self.leader.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_leader(&self, id: Option<i32>) {
+        *self.leader.lock().unwrap_or_else(|e| e.into_inner()) = id;
+    }
+
+    async fn call_one(voter: &Voter, req: &BrokerRequest) -> std::io::Result<BrokerReply> {
+        let addr = format!("{}:{}", voter.host, voter.port);
+        let mut s = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(&addr))
+            .await
+            .map_err(|_| std::io::Error::other(format!("connecting to {addr} timed out")))??;
+        let _ = s.set_nodelay(true);
+        write_frame(&mut s, &Rpc::Broker(req.clone())).await?;
+        match read_frame(&mut s).await? {
+            Reply::Broker(r) => Ok(r),
+            _ => Err(std::io::Error::other("answer does not match the request")),
+        }
+    }
+
+    /// Sends `req` to the active controller, trying voters in turn and following hints,
+    /// until it answers or `timeout` passes (then `None`).
+    pub async fn call(&self, req: BrokerRequest, timeout: Duration) -> Option<BrokerReply> {
+        let deadline = Instant::now() + timeout;
+        let mut next = 0usize;
+        loop {
+            let voter = match self
+                .leader()
+                .and_then(|l| self.voters.iter().find(|v| v.id == l))
+            {
+                Some(v) => v.clone(),
+                None => {
+                    next += 1;
+                    self.voters[next % self.voters.len()].clone()
+                }
+            };
+            // A voter that is stopped (SIGSTOP, a hung host) still accepts connections, so
+            // each attempt is bounded well under a broker session; then the next voter.
+            let attempt = deadline.min(Instant::now() + ATTEMPT_TIMEOUT);
+            let answer = tokio::time::timeout_at(attempt, Self::call_one(&voter, &req))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "no answer in time",
+                    ))
+                });
+            match answer {
+                Ok(BrokerReply::NotController { leader }) => {
+                    let hint = leader.filter(|l| *l != voter.id);
+                    self.set_leader(hint);
+                    if hint.is_none() {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+                Ok(reply) => {
+                    self.set_leader(Some(voter.id));
+                    return Some(reply);
+                }
+                Err(e) => {
+                    tracing::debug!(voter = voter.id, error = %e, "controller call failed");
+                    self.set_leader(None);
+                    next = self
+                        .voters
+                        .iter()
+                        .position(|v| v.id == voter.id)
+                        .unwrap_or(next);
+                    // A timeout already waited; a refused or broken connection waits a bit.
+                    if e.kind() != std::io::ErrorKind::TimedOut {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+        }
+    }
+}
