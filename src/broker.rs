@@ -16,11 +16,15 @@ use crate::coordinator::group::GroupLimits;
 use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::replication::{Cluster, Layout, Node};
+use crate::replication::{Cluster, Node};
 use crate::shutdown;
 use crate::storage::rocks::RocksStore;
 use crate::storage::{GroupStore, MetaStore};
-use crate::topics::{Catalog, LogDir, NewTopic};
+use crate::topics::{Catalog, LogDir};
+
+mod authority;
+
+pub use authority::Reassigning;
 
 const CLUSTER_ID_KEY: &[u8] = b"cluster_id";
 const PRODUCER_ID_BLOCK_KEY: &[u8] = b"producer_id_block_end";
@@ -216,29 +220,6 @@ impl Broker {
         Ok((t, p))
     }
 
-    /// Replaces a topic's config overrides (AlterConfigs, IncrementalAlterConfigs): in a
-    /// cluster through the controller, so every broker applies them in metadata order.
-    pub async fn set_topic_configs(
-        &self,
-        name: &str,
-        configs: std::collections::BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<()> {
-        match self.cluster() {
-            Some(c) => {
-                // validates (and finds the topic) without changing anything
-                self.catalog
-                    .set_configs(name, configs.clone(), true)
-                    .await?;
-                if validate_only {
-                    return Ok(());
-                }
-                c.set_topic_configs(name, configs).await
-            }
-            None => self.catalog.set_configs(name, configs, validate_only).await,
-        }
-    }
-
     /// Marks the broker ready to serve (storage open, listeners bound).
     pub fn set_ready(&self) {
         self.ready.store(true, Ordering::Release);
@@ -281,32 +262,6 @@ impl Broker {
         let id = ids.0;
         ids.0 += 1;
         Ok(id)
-    }
-
-    /// Creates a topic with the broker's defaults, as Metadata's auto-creation does.
-    pub async fn auto_create(&self, name: &str) -> Result<()> {
-        if let Some(c) = self.cluster() {
-            return c
-                .create_topic(
-                    name,
-                    Layout::Spread {
-                        partitions: self.config.num_partitions,
-                        replication_factor: self.config.default_replication_factor,
-                    },
-                    Default::default(),
-                    false,
-                )
-                .await;
-        }
-        self.catalog
-            .create(NewTopic {
-                name,
-                partitions: self.config.num_partitions,
-                replication_factor: self.config.default_replication_factor,
-                configs: Default::default(),
-            })
-            .await
-            .map(|_| ())
     }
 
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {

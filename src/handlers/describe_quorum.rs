@@ -44,15 +44,9 @@ pub async fn handle(
             format!("the metadata quorum is {METADATA_TOPIC}-0"),
         );
     }
-    let Some(c) = broker.cluster() else {
-        return failed(
-            ResponseError::UnknownTopicOrPartition,
-            "no metadata quorum: this broker runs alone (no controller.quorum.voters)".into(),
-        );
-    };
-    let q = match c.describe_quorum().await {
+    let q = match broker.describe_quorum().await {
         Ok(q) => q,
-        Err(e) => return failed(ResponseError::NotLeaderOrFollower, e.to_string()),
+        Err((error, message)) => return failed(error, message),
     };
     let voters = q
         .voters

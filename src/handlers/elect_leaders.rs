@@ -14,7 +14,6 @@ use kafka_protocol::ResponseError;
 use super::RequestContext;
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
-use crate::error::Error;
 
 const PREFERRED: i8 = 0;
 
@@ -49,37 +48,15 @@ pub async fn handle(
             let outcome: Result<(), (ResponseError, String)> =
                 match broker.catalog.partition(&topic, index) {
                     Err(e) => Err((e.response_error(), e.to_string())),
-                    Ok((_, p)) => {
-                        let place = p.placement(node);
-                        if req.election_type != PREFERRED {
-                            match broker.cluster() {
-                                Some(c) if place.leader < 0 => c
-                                    .elect_unclean(&topic, index)
-                                    .await
-                                    .map_err(|e| (e.response_error(), e.to_string())),
-                                _ => Err((
-                                    ResponseError::ElectionNotNeeded,
-                                    "the partition has a leader".into(),
-                                )),
-                            }
-                        } else if place.replicas.first() == Some(&place.leader) {
-                            Err((
-                                ResponseError::ElectionNotNeeded,
-                                "the preferred replica already leads".into(),
-                            ))
-                        } else {
-                            match broker.cluster() {
-                                Some(c) => c
-                                    .elect_preferred(&topic, index)
-                                    .await
-                                    .map_err(|e| (e.response_error(), e.to_string())),
-                                None => Err((
-                                    ResponseError::PreferredLeaderNotAvailable,
-                                    Error::NotLeaderOrFollower.to_string(),
-                                )),
-                            }
-                        }
-                    }
+                    Ok((_, p)) => broker
+                        .elect_leader(
+                            &topic,
+                            index,
+                            &p.placement(node),
+                            req.election_type != PREFERRED,
+                        )
+                        .await
+                        .map_err(|e| (e.response_error(), e.to_string())),
                 };
             let r = PartitionResult::default().with_partition_id(index);
             out.push(match outcome {

@@ -53,8 +53,6 @@ pub async fn handle(
     let committed_only = replica_id.0 < 0;
     let read_committed = req.isolation_level == 1;
 
-    let node = broker.node_id();
-    let cluster = broker.cluster().cloned();
     let mut wanted = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
         let name = match ctx.version >= 13 {
@@ -69,10 +67,7 @@ pub async fn handle(
             if let Ok((_, part)) = &found {
                 // Only the leader serves fetches (no follower reads); a follower replica's
                 // fetch also tells the leader how far that follower has got.
-                let checked = match (&cluster, replica_id.0 >= 0) {
-                    (Some(c), true) => c.follower_fetched(part, replica_id.0, p.fetch_offset),
-                    _ => part.replica.check_leader(node),
-                };
+                let checked = broker.check_fetch(part, replica_id.0, p.fetch_offset);
                 if let Err(e) = checked {
                     found = Err(e);
                 }

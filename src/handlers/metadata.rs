@@ -132,14 +132,7 @@ async fn lookup_or_create(
         },
         Err(e) => {
             tracing::warn!(topic = name, error = %e, "auto-creation failed");
-            // In a cluster the controller decides, perhaps before enough brokers registered;
-            // like Kafka, answer with the retriable LEADER_NOT_AVAILABLE so clients ask again.
-            let code = if broker.cluster().is_some() {
-                kafka_protocol::ResponseError::LeaderNotAvailable.code()
-            } else {
-                e.code()
-            };
-            error_topic(Some(name), uuid::Uuid::nil(), code)
+            error_topic(Some(name), uuid::Uuid::nil(), e.code())
         }
     }
 }

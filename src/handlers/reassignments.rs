@@ -15,7 +15,6 @@ use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 };
-use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 use super::{broker_id, str_bytes, topic_name};
@@ -35,13 +34,10 @@ pub async fn alter(
         for p in &t.partitions {
             let target: Option<Vec<i32>> =
                 p.replicas.as_ref().map(|r| r.iter().map(|b| b.0).collect());
-            let outcome = match broker.cluster() {
-                Some(c) => c
-                    .reassign(topic, p.partition_index, target, allow_rf_change)
-                    .await
-                    .map_err(|e| (e.response_error(), e.to_string())),
-                None => single_node(broker, topic, p.partition_index, target.as_deref()),
-            };
+            let outcome = broker
+                .reassign(topic, p.partition_index, target, allow_rf_change)
+                .await
+                .map_err(|e| (e.response_error(), e.to_string()));
             let r =
                 ReassignablePartitionResponse::default().with_partition_index(p.partition_index);
             out.push(match outcome {
@@ -62,46 +58,11 @@ pub async fn alter(
         .with_responses(responses)
 }
 
-fn single_node(
-    broker: &Broker,
-    topic: &str,
-    index: i32,
-    target: Option<&[i32]>,
-) -> Result<(), (ResponseError, String)> {
-    if let Err(e) = broker.catalog.partition(topic, index) {
-        return Err((e.response_error(), e.to_string()));
-    }
-    let me = broker.node_id();
-    match target {
-        None => Err((
-            ResponseError::NoReassignmentInProgress,
-            format!("no reassignment of {topic}-{index} is in progress"),
-        )),
-        Some([b]) if *b == me => Ok(()),
-        Some(t) => match t.iter().find(|b| **b != me) {
-            Some(b) => Err((
-                ResponseError::InvalidReplicaAssignment,
-                format!(
-                    "the reassignment of {topic}-{index} names broker {b}, which is not registered"
-                ),
-            )),
-            None => Err((
-                ResponseError::InvalidReplicaAssignment,
-                format!("the reassignment of {topic}-{index} must name broker {me} exactly once"),
-            )),
-        },
-    }
-}
-
 pub async fn list(
     broker: &Arc<Broker>,
     _ctx: &RequestContext<'_>,
     req: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
-    let Some(c) = broker.cluster() else {
-        return ListPartitionReassignmentsResponse::default();
-    };
-    let image = c.image();
     // Null asks for every ongoing reassignment; named partitions without one (or unknown)
     // are left out, as Kafka does.
     let wanted: Vec<(String, Option<Vec<i32>>)> = match &req.topics {
@@ -109,26 +70,23 @@ pub async fn list(
             .iter()
             .map(|t| (t.name.to_string(), Some(t.partition_indexes.clone())))
             .collect(),
-        None => image.names.keys().map(|n| (n.clone(), None)).collect(),
+        None => broker
+            .image_topic_names()
+            .into_iter()
+            .map(|n| (n, None))
+            .collect(),
     };
     let mut topics = Vec::new();
     for (name, indexes) in wanted {
-        let Some(t) = image.names.get(&name).and_then(|id| image.topics.get(id)) else {
-            continue;
-        };
-        let ongoing: Vec<OngoingPartitionReassignment> = t
-            .partitions
-            .iter()
-            .enumerate()
-            .filter(|(i, p)| {
-                p.reassigning() && indexes.as_ref().is_none_or(|ix| ix.contains(&(*i as i32)))
-            })
-            .map(|(i, p)| {
+        let ongoing: Vec<OngoingPartitionReassignment> = broker
+            .reassignments(&name, indexes.as_deref())
+            .into_iter()
+            .map(|r| {
                 OngoingPartitionReassignment::default()
-                    .with_partition_index(i as i32)
-                    .with_replicas(p.replicas.iter().map(|b| broker_id(*b)).collect())
-                    .with_adding_replicas(p.adding.iter().map(|b| broker_id(*b)).collect())
-                    .with_removing_replicas(p.removing.iter().map(|b| broker_id(*b)).collect())
+                    .with_partition_index(r.index)
+                    .with_replicas(r.replicas.into_iter().map(broker_id).collect())
+                    .with_adding_replicas(r.adding.into_iter().map(broker_id).collect())
+                    .with_removing_replicas(r.removing.into_iter().map(broker_id).collect())
             })
             .collect();
         if !ongoing.is_empty() {

@@ -20,7 +20,6 @@ use crate::broker::Broker;
 use crate::error::{Error, Result};
 use crate::handlers::configs::topic_entries;
 use crate::replication::Layout;
-use crate::topics::NewTopic;
 
 pub async fn create(
     broker: &Arc<Broker>,
@@ -77,7 +76,6 @@ async fn create_one(
     t: &CreatableTopic,
     validate_only: bool,
 ) -> Result<(i32, i16, Vec<CreatableTopicConfigs>)> {
-    let node = broker.node_id();
     let (partitions, rf) = if t.assignments.is_empty() {
         let p = if t.num_partitions == -1 {
             broker.config.num_partitions
@@ -104,17 +102,6 @@ async fn create_one(
                     "partitions must be numbered 0..n in order".into(),
                 ));
             }
-            // In a cluster the controller checks the brokers.
-            if let Some(b) = a
-                .broker_ids
-                .iter()
-                .find(|b| b.0 != node && broker.cluster().is_none())
-            {
-                return Err(Error::InvalidReplicaAssignment(format!(
-                    "broker {} does not exist",
-                    b.0
-                )));
-            }
             if *rf.get_or_insert(a.broker_ids.len()) != a.broker_ids.len() {
                 return Err(Error::InvalidReplicaAssignment(
                     "all partitions need the same number of replicas".into(),
@@ -130,37 +117,22 @@ async fn create_one(
         })?;
         configs.insert(c.name.to_string(), value.to_string());
     }
-    let new = NewTopic {
-        name: &t.name,
-        partitions,
-        replication_factor: rf,
-        configs: configs.clone(),
-    };
-    if let Some(c) = broker.cluster() {
-        crate::topics::validate_topic_name(new.name)?;
-        for (k, v) in &new.configs {
-            crate::topic_config::validate(k, v)?;
+    let layout = if t.assignments.is_empty() {
+        Layout::Spread {
+            partitions,
+            replication_factor: rf,
         }
-        let layout = if t.assignments.is_empty() {
-            Layout::Spread {
-                partitions,
-                replication_factor: rf,
-            }
-        } else {
-            Layout::Assigned(
-                t.assignments
-                    .iter()
-                    .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
-                    .collect(),
-            )
-        };
-        c.create_topic(new.name, layout, configs.clone(), validate_only)
-            .await?;
-    } else if validate_only {
-        broker.catalog.validate_new(&new)?;
     } else {
-        broker.catalog.create(new).await?;
-    }
+        Layout::Assigned(
+            t.assignments
+                .iter()
+                .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                .collect(),
+        )
+    };
+    broker
+        .create_topic(&t.name, layout, configs.clone(), validate_only)
+        .await?;
     let described = topic_entries(&configs, &broker.config, None)
         .into_iter()
         .map(|c| {
@@ -206,17 +178,7 @@ pub async fn delete(
             )),
         };
         let result = match resolved {
-            Ok(n) => match broker.cluster() {
-                Some(c) => {
-                    let id = broker.catalog.get(&n).map(|t| t.id).unwrap_or_default();
-                    if broker.config.delete_topic_enable {
-                        c.delete_topic(&n).await.map(|()| (n, id))
-                    } else {
-                        Err(Error::TopicDeletionDisabled)
-                    }
-                }
-                None => broker.catalog.delete(&n).await.map(|deleted| (n, deleted)),
-            },
+            Ok(n) => broker.delete_topic(&n).await.map(|deleted| (n, deleted)),
             Err(e) => Err(e),
         };
         let mut r = match result {
@@ -246,48 +208,16 @@ pub async fn create_partitions(
     _ctx: &RequestContext<'_>,
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
-    let node = broker.node_id();
     let mut results = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
-        let check = match &t.assignments {
-            Some(_) if broker.cluster().is_some() => Ok(()),
-            Some(a)
-                if a.iter()
-                    .flat_map(|x| x.broker_ids.iter())
-                    .any(|b| b.0 != node) =>
-            {
-                Err(Error::InvalidReplicaAssignment(
-                    "the assignment names a broker that does not exist".into(),
-                ))
-            }
-            Some(a) if a.iter().any(|x| x.broker_ids.len() != 1) => {
-                Err(Error::InvalidReplicaAssignment(
-                    "each new partition needs exactly one replica on this single-node cluster"
-                        .into(),
-                ))
-            }
-            _ => Ok(()),
-        };
-        let result = match check {
-            Ok(()) => match broker.cluster() {
-                Some(c) => {
-                    let assignment = t.assignments.as_ref().map(|a| {
-                        a.iter()
-                            .map(|x| x.broker_ids.iter().map(|b| b.0).collect())
-                            .collect()
-                    });
-                    c.create_partitions(&t.name, t.count, assignment, req.validate_only)
-                        .await
-                }
-                None => {
-                    broker
-                        .catalog
-                        .create_partitions(&t.name, t.count, req.validate_only)
-                        .await
-                }
-            },
-            Err(e) => Err(e),
-        };
+        let assignment = t.assignments.as_ref().map(|a| {
+            a.iter()
+                .map(|x| x.broker_ids.iter().map(|b| b.0).collect())
+                .collect()
+        });
+        let result = broker
+            .create_partitions(&t.name, t.count, assignment, req.validate_only)
+            .await;
         let r = CreatePartitionsTopicResult::default().with_name(t.name.clone());
         results.push(match result {
             Ok(()) => r,
