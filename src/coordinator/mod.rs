@@ -6,7 +6,10 @@
 //! On a single node this broker coordinates every group and writes straight to its
 //! [`GroupStore`]. In a cluster it holds only the groups whose `__consumer_offsets`
 //! partition it leads ([`Coordinator::load`] / [`Coordinator::unload`]), and its changes go
-//! through a [`GroupLog`] that replicates them before they count as written.
+//! through a [`GroupLog`] that replicates them before they count as written. The same
+//! [`GroupLog`] says which groups this broker coordinates: every entry point that serves
+//! one group answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS itself, through its
+//! own result type, so handlers only turn results into responses.
 //! All groups sit behind one mutex: every operation on a group is a few map updates; the
 //! write under it is one unsynced RocksDB WriteBatch, or a queued append.
 
@@ -45,6 +48,10 @@ pub struct CoordinatorConfig {
 /// Where a replicated coordinator sends its changes: they count as written once the
 /// group's `__consumer_offsets` partition has committed them.
 pub trait GroupLog: Send + Sync + 'static {
+    /// Whether this broker coordinates `group_id` now: Ok, or the error to answer
+    /// (COORDINATOR_LOAD_IN_PROGRESS while its partition loads, NOT_COORDINATOR elsewhere).
+    fn check(&self, group_id: &str) -> std::result::Result<(), ResponseError>;
+
     /// Queues `changes` of `group_id` behind the ones before; the receiver answers whether
     /// they were committed (false: they were not, and the partition's groups are reloaded).
     fn submit(&self, group_id: &str, changes: Vec<GroupChange>) -> oneshot::Receiver<bool>;
@@ -83,6 +90,17 @@ struct Inner {
     consumers: HashMap<String, ConsumerGroup>,
     joins: HashMap<(String, String), oneshot::Sender<JoinResult>>,
     syncs: HashMap<(String, String), oneshot::Sender<SyncResult>>,
+}
+
+/// Why an OffsetCommit stored nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitError {
+    /// This broker does not coordinate the group now: the answer for every partition of
+    /// the request, even those refused before they reached the coordinator.
+    Routing(ResponseError),
+    /// The member, its generation or the write was refused: the answer for the partitions
+    /// that were to be committed.
+    Refused(ResponseError),
 }
 
 /// A group as DescribeGroups shows it.
@@ -186,7 +204,19 @@ impl Coordinator {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether this broker coordinates `group_id` now (always, on a single node). Asked
+    /// before taking our lock: the [`GroupLog`] takes its own lock before ours.
+    fn route(&self, group_id: &str) -> std::result::Result<(), ResponseError> {
+        match self.log.get() {
+            Some(log) => log.check(group_id),
+            None => Ok(()),
+        }
+    }
+
     pub async fn join(&self, group_id: &str, j: Join) -> JoinResult {
+        if let Err(e) = self.route(group_id) {
+            return JoinResult::error(e, &j.member_id);
+        }
         let rx = {
             let mut inner = self.lock();
             if inner.consumers.get(group_id).is_some_and(|c| !c.is_empty()) {
@@ -222,6 +252,9 @@ impl Coordinator {
         protocol_name: Option<&str>,
         assignments: Vec<(String, Bytes)>,
     ) -> SyncResult {
+        if let Err(e) = self.route(group_id) {
+            return SyncResult::error(e);
+        }
         let rx = {
             let mut inner = self.lock();
             let Some(g) = inner.groups.get_mut(group_id) else {
@@ -254,6 +287,7 @@ impl Coordinator {
         instance_id: Option<&str>,
         generation: i32,
     ) -> std::result::Result<(), ResponseError> {
+        self.route(group_id)?;
         let mut inner = self.lock();
         let g = inner
             .groups
@@ -262,12 +296,13 @@ impl Coordinator {
         g.heartbeat(Instant::now(), member, instance_id, generation)
     }
 
-    /// LeaveGroup: one result per (member id, instance id).
+    /// LeaveGroup: one result per (member id, instance id), or the group's error.
     pub fn leave(
         &self,
         group_id: &str,
         members: &[(String, Option<String>)],
-    ) -> Vec<std::result::Result<(), ResponseError>> {
+    ) -> std::result::Result<Vec<std::result::Result<(), ResponseError>>, ResponseError> {
+        self.route(group_id)?;
         let mut inner = self.lock();
         let now = Instant::now();
         let results = match inner.groups.get_mut(group_id) {
@@ -280,11 +315,12 @@ impl Coordinator {
         self.settle(&mut inner, group_id);
         drop(inner);
         self.wake.notify_one();
-        results
+        Ok(results)
     }
 
     /// OffsetCommit: checks the member and generation, then stores every offset (in a
-    /// cluster: answers once they are replicated).
+    /// cluster: answers once they are replicated). With no offsets it checks only that
+    /// this broker coordinates the group, and changes nothing.
     pub async fn commit(
         &self,
         group_id: &str,
@@ -292,12 +328,17 @@ impl Coordinator {
         instance_id: Option<&str>,
         generation: i32,
         offsets: Vec<(String, i32, Committed)>,
-    ) -> std::result::Result<(), ResponseError> {
-        self.commit_now(group_id, member, instance_id, generation, offsets)?
+    ) -> std::result::Result<(), CommitError> {
+        self.route(group_id).map_err(CommitError::Routing)?;
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        self.commit_now(group_id, member, instance_id, generation, offsets)
+            .map_err(CommitError::Refused)?
             .wait()
             .await
             .then_some(())
-            .ok_or(ResponseError::CoordinatorNotAvailable)
+            .ok_or(CommitError::Refused(ResponseError::CoordinatorNotAvailable))
     }
 
     fn commit_now(
@@ -331,14 +372,16 @@ impl Coordinator {
 
     /// The committed offsets of a group: all of them, or those of `wanted` topics and
     /// partitions (absent ones as `None`).
+    #[allow(clippy::type_complexity)]
     pub fn committed(
         &self,
         group_id: &str,
         wanted: Option<Vec<(String, Vec<i32>)>>,
-    ) -> Vec<(String, i32, Option<Committed>)> {
+    ) -> std::result::Result<Vec<(String, i32, Option<Committed>)>, ResponseError> {
+        self.route(group_id)?;
         let inner = self.lock();
         let g = inner.groups.get(group_id);
-        match wanted {
+        Ok(match wanted {
             Some(topics) => topics
                 .into_iter()
                 .flat_map(|(t, ps)| {
@@ -359,7 +402,7 @@ impl Coordinator {
                         .collect()
                 })
                 .unwrap_or_default(),
-        }
+        })
     }
 
     /// OffsetDelete: refused for topics the group's members still subscribe to.
@@ -368,6 +411,7 @@ impl Coordinator {
         group_id: &str,
         topics: &[(String, Vec<i32>)],
     ) -> std::result::Result<Vec<(String, i32, Option<ResponseError>)>, ResponseError> {
+        self.route(group_id)?;
         let (out, written) = self.delete_offsets_now(group_id, topics)?;
         match written.wait().await {
             true => Ok(out),
@@ -478,10 +522,17 @@ impl Coordinator {
         out
     }
 
-    pub fn describe(&self, group_id: &str) -> Option<Described> {
+    /// DescribeGroups for one group: `None` when there is no such group.
+    pub fn describe(
+        &self,
+        group_id: &str,
+    ) -> std::result::Result<Option<Described>, ResponseError> {
+        self.route(group_id)?;
         let inner = self.lock();
-        let g = inner.groups.get(group_id)?;
-        Some(Described {
+        let Some(g) = inner.groups.get(group_id) else {
+            return Ok(None);
+        };
+        Ok(Some(Described {
             state: g.state,
             protocol_type: g.protocol_type.clone().unwrap_or_default(),
             protocol_name: match g.state {
@@ -489,11 +540,12 @@ impl Coordinator {
                 _ => String::new(),
             },
             members: g.members.values().cloned().collect(),
-        })
+        }))
     }
 
     /// DeleteGroups for one group.
     pub async fn delete_group(&self, group_id: &str) -> std::result::Result<(), ResponseError> {
+        self.route(group_id)?;
         self.delete_group_now(group_id)?
             .wait()
             .await
@@ -537,6 +589,12 @@ impl Coordinator {
         h: Heartbeat,
         partitions: &(dyn Fn(&str) -> Option<i32> + Sync),
     ) -> HeartbeatResult {
+        if let Err(e) = self.route(group_id) {
+            return HeartbeatResult::error(e, e.to_string(), &h.member_id);
+        }
+        if let Some(msg) = h.invalid() {
+            return HeartbeatResult::error(ResponseError::InvalidRequest, msg, &h.member_id);
+        }
         let member_id = h.member_id.clone();
         let (r, written) = self.consumer_heartbeat_now(group_id, h, partitions);
         if r.error.is_some() || written.wait().await {
@@ -599,10 +657,16 @@ impl Coordinator {
 
     /// ConsumerGroupDescribe: `None` when `group_id` is not a KIP-848 group (Kafka answers
     /// GROUP_ID_NOT_FOUND, and the admin client then asks DescribeGroups).
-    pub fn consumer_describe(&self, group_id: &str) -> Option<ConsumerDescribed> {
+    pub fn consumer_describe(
+        &self,
+        group_id: &str,
+    ) -> std::result::Result<Option<ConsumerDescribed>, ResponseError> {
+        self.route(group_id)?;
         let inner = self.lock();
-        let c = inner.consumers.get(group_id)?;
-        Some(ConsumerDescribed {
+        let Some(c) = inner.consumers.get(group_id) else {
+            return Ok(None);
+        };
+        Ok(Some(ConsumerDescribed {
             state: c.state_name(),
             epoch: c.epoch,
             assignment_epoch: c.assignment_epoch,
@@ -619,7 +683,7 @@ impl Coordinator {
                     (m.clone(), target)
                 })
                 .collect(),
-        })
+        }))
     }
 
     /// Delivers a group's delayed answers and writes what it wants persisted (or queues it
@@ -1042,7 +1106,7 @@ mod tests {
         .await
         .unwrap_err(); // CompletingRebalance: REBALANCE_IN_PROGRESS
         let c_after = Coordinator::open(store.clone(), config()).unwrap();
-        assert_eq!(c_after.committed("g", None).len(), 0);
+        assert_eq!(c_after.committed("g", None).unwrap().len(), 0);
         let simple = c
             .commit(
                 "solo",
@@ -1063,17 +1127,19 @@ mod tests {
             .await;
         assert_eq!(simple, Ok(()));
         let reopened = Coordinator::open(store, config()).unwrap();
-        let got = reopened.committed("solo", Some(vec![("t".into(), vec![0, 1])]));
+        let got = reopened
+            .committed("solo", Some(vec![("t".into(), vec![0, 1])]))
+            .unwrap();
         assert_eq!(got[0].2.as_ref().map(|c| c.offset), Some(10));
         assert_eq!(got[1].2, None);
-        let d = reopened.describe("g").unwrap();
+        let d = reopened.describe("g").unwrap().unwrap();
         assert_eq!(
             d.members.len(),
             1,
             "the group record of generation 1 came back"
         );
         assert_eq!(reopened.delete_group("solo").await, Ok(()));
-        assert!(reopened.committed("solo", None).is_empty());
+        assert!(reopened.committed("solo", None).unwrap().is_empty());
         assert_eq!(
             reopened.delete_group("g").await,
             Err(ResponseError::NonEmptyGroup)
@@ -1092,6 +1158,10 @@ mod tests {
     }
 
     impl GroupLog for Answering {
+        fn check(&self, _group: &str) -> std::result::Result<(), ResponseError> {
+            Ok(())
+        }
+
         fn submit(&self, _group: &str, changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {
             let (tx, rx) = oneshot::channel();
             let ok = self.accept.load(std::sync::atomic::Ordering::SeqCst);
@@ -1101,6 +1171,92 @@ mod tests {
             tx.send(ok).unwrap();
             rx
         }
+    }
+
+    /// A [`GroupLog`] for a broker that coordinates no group: its partitions load, or
+    /// another broker leads them.
+    struct Elsewhere(ResponseError);
+
+    impl GroupLog for Elsewhere {
+        fn check(&self, _group: &str) -> std::result::Result<(), ResponseError> {
+            Err(self.0)
+        }
+
+        fn submit(&self, _group: &str, _changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {
+            unreachable!("nothing is written for a group this broker does not coordinate")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_group_coordinated_elsewhere_gets_the_routing_error_from_every_entry_point() {
+        for e in [
+            ResponseError::NotCoordinator,
+            ResponseError::CoordinatorLoadInProgress,
+        ] {
+            let c = Coordinator::open(Arc::new(MemoryStore::default()), config()).unwrap();
+            c.replicate_through(Arc::new(Elsewhere(e)));
+            let j = c.join("g", join("m")).await;
+            assert_eq!((j.error, j.member_id.as_str()), (Some(e), "m"));
+            let s = c.sync("g", "m", None, 1, None, None, vec![]).await;
+            assert_eq!(s.error, Some(e));
+            assert_eq!(c.heartbeat("g", "m", None, 1), Err(e));
+            assert_eq!(c.leave("g", &[("m".into(), None)]), Err(e));
+            assert_eq!(
+                c.commit("g", "", None, -1, offset(1)).await,
+                Err(CommitError::Routing(e))
+            );
+            assert_eq!(
+                c.commit("g", "", None, -1, Vec::new()).await,
+                Err(CommitError::Routing(e)),
+                "asked with nothing to commit, it still says where the group is"
+            );
+            assert_eq!(c.committed("g", None), Err(e));
+            assert_eq!(
+                c.delete_offsets("g", &[("t".into(), vec![0])]).await,
+                Err(e)
+            );
+            assert_eq!(c.describe("g").err(), Some(e));
+            assert_eq!(c.delete_group("g").await, Err(e));
+            assert_eq!(c.consumer_describe("g").err(), Some(e));
+            // Routing comes before the request's own checks, as the handlers answered it.
+            let invalid = Heartbeat {
+                member_id_required: true,
+                ..Default::default()
+            };
+            let h = c.consumer_heartbeat("g", invalid, &|_| Some(1)).await;
+            assert_eq!(h.error, Some((e, e.to_string())));
+            assert!(c.list().is_empty(), "no group was made up");
+        }
+    }
+
+    #[tokio::test]
+    async fn consumer_heartbeats_are_checked_before_the_group_is_looked_at() {
+        let c = Coordinator::open(Arc::new(MemoryStore::default()), config()).unwrap();
+        let no_id = Heartbeat {
+            member_id_required: true,
+            ..consumer_hb("", 0)
+        };
+        let r = c.consumer_heartbeat("g", no_id, &|_| Some(1)).await;
+        assert_eq!(
+            r.error,
+            Some((
+                ResponseError::InvalidRequest,
+                "MemberId can't be empty.".to_string()
+            ))
+        );
+        let no_subscription = Heartbeat {
+            subscribed: None,
+            ..consumer_hb("a", 0)
+        };
+        let r = c
+            .consumer_heartbeat("g", no_subscription, &|_| Some(1))
+            .await;
+        assert_eq!(r.error.map(|e| e.0), Some(ResponseError::InvalidRequest));
+        assert!(c.list().is_empty(), "an invalid heartbeat joins nobody");
+        let ok = c
+            .consumer_heartbeat("g", consumer_hb("a", 0), &|_| Some(1))
+            .await;
+        assert_eq!(ok.error, None);
     }
 
     fn offset(o: i64) -> Vec<(String, i32, Committed)> {
@@ -1131,23 +1287,29 @@ mod tests {
         log.accept.store(false, std::sync::atomic::Ordering::SeqCst);
         assert_eq!(
             c.commit("b", "", None, -1, offset(3)).await,
-            Err(ResponseError::CoordinatorNotAvailable),
+            Err(CommitError::Refused(ResponseError::CoordinatorNotAvailable)),
             "a write the log refused is not acknowledged"
         );
         // Reloading "b" (as the partition's reload does) drops what was not written.
         assert_eq!(c.load(&|g| g == "b").unwrap(), 1);
-        let got = c.committed("b", None);
+        let got = c.committed("b", None).unwrap();
         assert_eq!(got[0].2.as_ref().map(|c| c.offset), Some(2));
-        assert!(c.committed("a", None).is_empty(), "a is not loaded");
+        assert!(
+            c.committed("a", None).unwrap().is_empty(),
+            "a is not loaded"
+        );
         assert_eq!(c.load(&|g| g == "a").unwrap(), 1);
         assert_eq!(
-            c.committed("a", None)[0].2.as_ref().map(|c| c.offset),
+            c.committed("a", None).unwrap()[0]
+                .2
+                .as_ref()
+                .map(|c| c.offset),
             Some(1)
         );
         c.unload(&|g| g == "a");
-        assert!(c.committed("a", None).is_empty());
+        assert!(c.committed("a", None).unwrap().is_empty());
         assert_eq!(
-            c.committed("b", None).len(),
+            c.committed("b", None).unwrap().len(),
             1,
             "unload spares other groups"
         );
@@ -1174,7 +1336,7 @@ mod tests {
 
         // A restarted coordinator knows the member, its epoch and its partitions.
         let c = Coordinator::open(store.clone(), config()).unwrap();
-        let d = c.consumer_describe("g").expect("restored");
+        let d = c.consumer_describe("g").unwrap().expect("restored");
         assert_eq!((d.state, d.epoch, d.members.len()), ("Stable", a.epoch, 1));
         assert_eq!(d.members[0].0.assigned, a.assignment.clone().unwrap());
         let again = c
@@ -1195,7 +1357,7 @@ mod tests {
             Some(ResponseError::CoordinatorNotAvailable)
         );
         c.load(&|g| g == "g").unwrap();
-        let d = c.consumer_describe("g").unwrap();
+        let d = c.consumer_describe("g").unwrap().unwrap();
         assert_eq!((d.epoch, d.members.len()), (a.epoch, 1));
 
         // The member leaves and the group is deleted: no record of it is left.
@@ -1209,6 +1371,7 @@ mod tests {
         assert!(Coordinator::open(store, config())
             .unwrap()
             .consumer_describe("g")
+            .unwrap()
             .is_none());
     }
 
@@ -1233,7 +1396,7 @@ mod tests {
         let a = c.join("g", join("")).await;
         c.sync("g", &a.member_id, None, 1, None, None, vec![]).await;
         tokio::time::sleep(Duration::from_secs(11)).await;
-        let d = c.describe("g").unwrap();
+        let d = c.describe("g").unwrap().unwrap();
         assert_eq!(d.state, GroupState::Empty);
         assert!(d.members.is_empty());
     }
