@@ -1,7 +1,9 @@
 //! The group coordinator: the async shell around the per-group state machines of
-//! [`group`]. It routes requests to groups, parks JoinGroup/SyncGroup callers until their
-//! group answers, runs the timers (sessions, rebalance deadlines, offset retention) and
-//! writes what the groups say to persist through a [`GroupStore`].
+//! [`group`] (classic groups), [`consumer`] (KIP-848 groups) and [`offsets`] (the committed
+//! offsets of any group, kept apart from its membership). It routes requests to groups,
+//! parks JoinGroup/SyncGroup callers until their group answers, runs the timers (sessions,
+//! rebalance deadlines, offset retention) and writes what the groups say to persist
+//! through a [`GroupStore`].
 //!
 //! On a single node this broker coordinates every group and writes straight to its
 //! [`GroupStore`]. In a cluster it holds only the groups whose `__consumer_offsets`
@@ -15,8 +17,9 @@
 
 pub mod consumer;
 pub mod group;
+pub mod offsets;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -30,9 +33,10 @@ use crate::error::{Error, Result};
 use crate::storage::{GroupCf, GroupChange, GroupStore};
 use consumer::{Change, ConsumerGroup, ConsumerMember, Heartbeat, HeartbeatResult};
 use group::{
-    Committed, Group, GroupLimits, GroupRecord, GroupState, Join, JoinResult, Member, Outcome,
-    Persist, Reply, SyncResult,
+    Group, GroupLimits, GroupRecord, GroupState, Join, JoinResult, Member, Outcome, Persist, Reply,
+    SyncResult,
 };
+use offsets::{Committed, GroupOffsets, OffsetChange};
 
 /// Coordinator settings, from the broker's `group.*` / `offsets.*` keys.
 #[derive(Debug, Clone, Copy)]
@@ -82,14 +86,41 @@ pub struct Coordinator {
     wake: Notify,
 }
 
+/// A group id may have a classic group, a KIP-848 group and committed offsets, each under
+/// its own map. A group with offsets but neither state machine (its committers use no
+/// group protocol, or its KIP-848 group is gone) shows as an empty classic group, as Kafka
+/// shows simple consumer groups.
 #[derive(Default)]
 struct Inner {
-    /// Classic groups, and the committed offsets of every group.
+    /// Classic groups.
     groups: HashMap<String, Group>,
-    /// KIP-848 consumer groups (their offsets live in `groups` under the same id).
+    /// KIP-848 consumer groups.
     consumers: HashMap<String, ConsumerGroup>,
+    /// Committed offsets, of classic and KIP-848 groups alike. An entry lives from the
+    /// group's first commit until the group is deleted or the retention sweep finds
+    /// nothing left in it; a refused first commit makes one too, so the group is known
+    /// (empty) until that sweep, as it was when a classic group held the offsets.
+    offsets: HashMap<String, GroupOffsets>,
     joins: HashMap<(String, String), oneshot::Sender<JoinResult>>,
     syncs: HashMap<(String, String), oneshot::Sender<SyncResult>>,
+}
+
+impl Inner {
+    /// Every group id with a live classic group, a KIP-848 group or offsets, in order.
+    fn ids(&self) -> BTreeSet<&str> {
+        let dead = |id: &str| {
+            self.groups
+                .get(id)
+                .is_some_and(|g| g.state == GroupState::Dead)
+        };
+        self.groups
+            .keys()
+            .chain(self.consumers.keys())
+            .chain(self.offsets.keys())
+            .map(String::as_str)
+            .filter(|id| !dead(id))
+            .collect()
+    }
 }
 
 /// Why an OffsetCommit stored nothing.
@@ -141,18 +172,15 @@ pub struct ConsumerDescribed {
 impl Coordinator {
     /// Loads every stored group and committed offset.
     pub fn open(store: Arc<dyn GroupStore>, config: CoordinatorConfig) -> Result<Coordinator> {
-        let (groups, consumers) = read_groups(store.as_ref(), &config, &|_| true)?;
+        let inner = read_groups(store.as_ref(), &config, &|_| true)?;
         tracing::info!(
-            groups = groups.len(),
-            consumer_groups = consumers.len(),
+            groups = inner.groups.len(),
+            consumer_groups = inner.consumers.len(),
+            groups_with_offsets = inner.offsets.len(),
             "group coordinator loaded"
         );
         Ok(Coordinator {
-            inner: Mutex::new(Inner {
-                groups,
-                consumers,
-                ..Default::default()
-            }),
+            inner: Mutex::new(inner),
             store,
             log: OnceLock::new(),
             config,
@@ -175,16 +203,13 @@ impl Coordinator {
 
     /// Loads the stored groups `mine` selects, replacing what memory held of them.
     pub fn load(&self, mine: &dyn Fn(&str) -> bool) -> Result<usize> {
-        let (groups, consumers) = read_groups(self.store.as_ref(), &self.config, mine)?;
-        let n = groups.len()
-            + consumers
-                .keys()
-                .filter(|id| !groups.contains_key(*id))
-                .count();
+        let loaded = read_groups(self.store.as_ref(), &self.config, mine)?;
+        let n = loaded.ids().len();
         self.unload(mine);
         let mut inner = self.lock();
-        inner.groups.extend(groups);
-        inner.consumers.extend(consumers);
+        inner.groups.extend(loaded.groups);
+        inner.consumers.extend(loaded.consumers);
+        inner.offsets.extend(loaded.offsets);
         drop(inner);
         self.wake.notify_one();
         Ok(n)
@@ -196,6 +221,7 @@ impl Coordinator {
         let mut inner = self.lock();
         inner.groups.retain(|id, _| !gone(id));
         inner.consumers.retain(|id, _| !gone(id));
+        inner.offsets.retain(|id, _| !gone(id));
         inner.joins.retain(|(id, _), _| !gone(id));
         inner.syncs.retain(|(id, _), _| !gone(id));
     }
@@ -224,10 +250,13 @@ impl Coordinator {
             }
             let now = Instant::now();
             let limits = self.config.limits;
+            // A group that had only offsets has been empty since they came: its offsets
+            // keep expiring from then if this join leaves it empty.
+            let empty_since = inner.offsets.get(group_id).map_or(now, |o| o.since);
             let g = inner
                 .groups
                 .entry(group_id.to_string())
-                .or_insert_with(|| Group::new(group_id, limits, now));
+                .or_insert_with(|| Group::new(group_id, limits, empty_since));
             let outcome = g.join(now, j);
             let parked = park(&mut inner.joins, group_id, outcome);
             self.settle(&mut inner, group_id);
@@ -350,24 +379,28 @@ impl Coordinator {
         offsets: Vec<(String, i32, Committed)>,
     ) -> std::result::Result<Written, ResponseError> {
         let mut inner = self.lock();
-        let limits = self.config.limits;
+        let inner = &mut *inner;
         let consumer_check = inner
             .consumers
             .get(group_id)
             .filter(|c| !c.is_empty() || !member.is_empty())
             .map(|c| c.check_commit(member, generation));
-        let g = inner
-            .groups
+        let o = inner
+            .offsets
             .entry(group_id.to_string())
-            .or_insert_with(|| Group::new(group_id, limits, Instant::now()));
-        match consumer_check {
-            Some(check) => check?,
-            None => g.check_commit(member, instance_id, generation)?,
+            .or_insert_with(|| GroupOffsets::new(Instant::now()));
+        match (consumer_check, inner.groups.get(group_id)) {
+            (Some(check), _) => check?,
+            (None, Some(g)) => g.check_commit(member, instance_id, generation)?,
+            // No group protocol in use: only committers outside any group (generation -1)
+            // may commit, as to an empty classic group.
+            (None, None) if generation < 0 => {}
+            (None, None) => return Err(ResponseError::UnknownMemberId),
         }
         for (topic, partition, c) in offsets {
-            g.commit(&topic, partition, c);
+            o.commit(&topic, partition, c);
         }
-        Ok(self.settle(&mut inner, group_id))
+        Ok(self.settle(inner, group_id))
     }
 
     /// The committed offsets of a group: all of them, or those of `wanted` topics and
@@ -380,7 +413,7 @@ impl Coordinator {
     ) -> std::result::Result<Vec<(String, i32, Option<Committed>)>, ResponseError> {
         self.route(group_id)?;
         let inner = self.lock();
-        let g = inner.groups.get(group_id);
+        let o = inner.offsets.get(group_id);
         Ok(match wanted {
             Some(topics) => topics
                 .into_iter()
@@ -390,15 +423,14 @@ impl Coordinator {
                         .collect::<Vec<_>>()
                 })
                 .map(|(t, p)| {
-                    let c = g.and_then(|g| g.offsets.get(&(t.clone(), p)).cloned());
+                    let c = o.and_then(|o| o.get(&t, p).cloned());
                     (t, p, c)
                 })
                 .collect(),
-            None => g
-                .map(|g| {
-                    g.offsets
-                        .iter()
-                        .map(|((t, p), c)| (t.clone(), *p, Some(c.clone())))
+            None => o
+                .map(|o| {
+                    o.iter()
+                        .map(|(t, p, c)| (t.to_string(), p, Some(c.clone())))
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -427,17 +459,15 @@ impl Coordinator {
     ) -> std::result::Result<(Vec<(String, i32, Option<ResponseError>)>, Written), ResponseError>
     {
         let mut inner = self.lock();
-        let g = inner
-            .groups
-            .get_mut(group_id)
-            .ok_or(ResponseError::GroupIdNotFound)?;
-        if g.state == GroupState::Dead {
-            return Err(ResponseError::GroupIdNotFound);
-        }
-        if !g.is_empty() && g.protocol_type.as_deref() != Some("consumer") {
-            return Err(ResponseError::NonEmptyGroup);
-        }
-        let mut subscribed = g.subscribed_topics();
+        let mut subscribed = match inner.groups.get(group_id) {
+            Some(g) if g.state == GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
+            Some(g) if !g.is_empty() && g.protocol_type.as_deref() != Some("consumer") => {
+                return Err(ResponseError::NonEmptyGroup)
+            }
+            Some(g) => g.subscribed_topics(),
+            None if inner.offsets.contains_key(group_id) => Vec::new(),
+            None => return Err(ResponseError::GroupIdNotFound),
+        };
         if let Some(c) = inner.consumers.get(group_id) {
             subscribed.extend(
                 c.members
@@ -445,7 +475,7 @@ impl Coordinator {
                     .flat_map(|m| m.subscribed.iter().cloned()),
             );
         }
-        let g = inner.groups.get_mut(group_id).expect("checked above");
+        let mut offsets = inner.offsets.get_mut(group_id);
         let mut out = Vec::new();
         for (topic, partitions) in topics {
             for p in partitions {
@@ -456,7 +486,9 @@ impl Coordinator {
                         Some(ResponseError::GroupSubscribedToTopic),
                     ));
                 } else {
-                    g.delete_offset(topic, *p);
+                    if let Some(o) = offsets.as_mut() {
+                        o.delete(topic, *p);
+                    }
                     out.push((topic.clone(), *p, None));
                 }
             }
@@ -467,59 +499,45 @@ impl Coordinator {
     /// Every live group (classic or KIP-848) with its members and committed offsets.
     pub fn snapshot(&self) -> Vec<GroupSnapshot> {
         let inner = self.lock();
-        let mut out: Vec<GroupSnapshot> = inner
-            .groups
-            .values()
-            .filter(|g| g.state != GroupState::Dead)
-            .map(|g| GroupSnapshot {
-                id: g.id.clone(),
-                members: inner
-                    .consumers
-                    .get(&g.id)
-                    .map_or(g.members.len(), |c| c.members.len()),
-                offsets: g
-                    .offsets
-                    .iter()
-                    .map(|((t, p), c)| (t.clone(), *p, c.offset))
-                    .collect(),
-            })
-            .collect();
-        out.extend(
-            inner
-                .consumers
-                .iter()
-                .filter(|(id, _)| !inner.groups.contains_key(*id))
-                .map(|(id, c)| GroupSnapshot {
-                    id: id.clone(),
-                    members: c.members.len(),
-                    offsets: Vec::new(),
+        inner
+            .ids()
+            .into_iter()
+            .map(|id| GroupSnapshot {
+                members: match (inner.consumers.get(id), inner.groups.get(id)) {
+                    (Some(c), _) => c.members.len(),
+                    (None, Some(g)) => g.members.len(),
+                    (None, None) => 0,
+                },
+                offsets: inner.offsets.get(id).map_or_else(Vec::new, |o| {
+                    o.iter()
+                        .map(|(t, p, c)| (t.to_string(), p, c.offset))
+                        .collect()
                 }),
-        );
-        out.sort_by(|a, b| a.id.cmp(&b.id));
-        out
+                id: id.to_string(),
+            })
+            .collect()
     }
 
     pub fn list(&self) -> Vec<Listed> {
         let inner = self.lock();
-        let mut out: Vec<Listed> = inner
-            .groups
-            .values()
-            .filter(|g| g.state != GroupState::Dead && !inner.consumers.contains_key(&g.id))
-            .map(|g| Listed {
-                id: g.id.clone(),
-                protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                state: g.state.name(),
-                group_type: "classic",
+        inner
+            .ids()
+            .into_iter()
+            .map(|id| match (inner.consumers.get(id), inner.groups.get(id)) {
+                (Some(c), _) => Listed {
+                    id: id.to_string(),
+                    protocol_type: "consumer".to_string(),
+                    state: c.state_name(),
+                    group_type: "consumer",
+                },
+                (None, g) => Listed {
+                    id: id.to_string(),
+                    protocol_type: g.and_then(|g| g.protocol_type.clone()).unwrap_or_default(),
+                    state: g.map_or(GroupState::Empty, |g| g.state).name(),
+                    group_type: "classic",
+                },
             })
-            .collect();
-        out.extend(inner.consumers.iter().map(|(id, c)| Listed {
-            id: id.clone(),
-            protocol_type: "consumer".to_string(),
-            state: c.state_name(),
-            group_type: "consumer",
-        }));
-        out.sort_by(|a, b| a.id.cmp(&b.id));
-        out
+            .collect()
     }
 
     /// DescribeGroups for one group: `None` when there is no such group.
@@ -530,7 +548,13 @@ impl Coordinator {
         self.route(group_id)?;
         let inner = self.lock();
         let Some(g) = inner.groups.get(group_id) else {
-            return Ok(None);
+            let offsets_only = inner.offsets.contains_key(group_id).then(|| Described {
+                state: GroupState::Empty,
+                protocol_type: String::new(),
+                protocol_name: String::new(),
+                members: Vec::new(),
+            });
+            return Ok(offsets_only);
         };
         Ok(Some(Described {
             state: g.state,
@@ -555,6 +579,7 @@ impl Coordinator {
 
     fn delete_group_now(&self, group_id: &str) -> std::result::Result<Written, ResponseError> {
         let mut inner = self.lock();
+        let inner = &mut *inner;
         let mut changes = Vec::new();
         if let Some(c) = inner.consumers.get(group_id) {
             if !c.is_empty() {
@@ -562,21 +587,27 @@ impl Coordinator {
             }
             let mut c = inner.consumers.remove(group_id).expect("found");
             changes.extend(encode_consumer_changes(group_id, c.take_removal()));
-            if !inner.groups.contains_key(group_id) {
+            if !inner.groups.contains_key(group_id) && !inner.offsets.contains_key(group_id) {
                 return Ok(self.write(group_id, changes));
             }
         }
-        let g = inner
-            .groups
-            .get_mut(group_id)
-            .ok_or(ResponseError::GroupIdNotFound)?;
-        match g.state {
-            GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
-            GroupState::Empty => {}
-            _ => return Err(ResponseError::NonEmptyGroup),
+        match inner.groups.get_mut(group_id) {
+            Some(g) => {
+                match g.state {
+                    GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
+                    GroupState::Empty => {}
+                    _ => return Err(ResponseError::NonEmptyGroup),
+                }
+                g.delete();
+            }
+            None if inner.offsets.contains_key(group_id) => {}
+            None => return Err(ResponseError::GroupIdNotFound),
         }
-        g.delete();
-        changes.extend(self.settle_changes(&mut inner, group_id));
+        if let Some(o) = inner.offsets.get_mut(group_id) {
+            o.delete_all();
+        }
+        changes.extend(self.settle_changes(inner, group_id));
+        inner.offsets.remove(group_id);
         Ok(self.write(group_id, changes))
     }
 
@@ -695,8 +726,16 @@ impl Coordinator {
 
     /// [`Self::settle`] without the write: the changes to make.
     fn settle_changes(&self, inner: &mut Inner, group_id: &str) -> Vec<GroupChange> {
+        let mut changes: Vec<GroupChange> = match inner.offsets.get_mut(group_id) {
+            Some(o) => o
+                .take_changes()
+                .into_iter()
+                .map(|c| encode_offset_change(group_id, c))
+                .collect(),
+            None => Vec::new(),
+        };
         let Some(g) = inner.groups.get_mut(group_id) else {
-            return Vec::new();
+            return changes;
         };
         let replies = g.take_replies();
         let persist = g.take_persist();
@@ -718,10 +757,38 @@ impl Coordinator {
         if dead {
             inner.groups.remove(group_id);
         }
-        persist
-            .into_iter()
-            .map(|p| encode_change(group_id, p))
-            .collect()
+        changes.extend(persist.into_iter().map(|p| encode_change(group_id, p)));
+        changes
+    }
+
+    /// The retention sweep of one group: expires its offsets and says whether nothing is
+    /// left to remember of it (then a classic group is deleted, and the caller forgets the
+    /// group's offsets once their changes are settled).
+    fn sweep(&self, inner: &mut Inner, group_id: &str, now: Instant) -> bool {
+        // A classic group knows when it last became empty. Offsets with no classic group
+        // count from when they came into memory; for a KIP-848 group too, whose members
+        // do not hold its offsets back (as when a placeholder classic group held them).
+        let empty_since = match (inner.groups.get(group_id), inner.offsets.get(group_id)) {
+            (Some(g), _) => g.empty_since.filter(|_| g.is_empty()),
+            (None, Some(o)) => Some(o.since),
+            (None, None) => None,
+        };
+        let offsets_left = match inner.offsets.get_mut(group_id) {
+            Some(o) => {
+                o.expire(now, now_ms(), self.config.offsets_retention, empty_since);
+                !o.is_empty()
+            }
+            None => false,
+        };
+        match inner.groups.get_mut(group_id) {
+            Some(g) if g.state == GroupState::Empty && !offsets_left => {
+                // Nothing left to remember: Kafka's group becomes Dead.
+                g.delete();
+                true
+            }
+            Some(_) => false,
+            None => !offsets_left,
+        }
     }
 
     /// Writes a group's changes to the store, or queues them for replication.
@@ -748,14 +815,21 @@ impl Coordinator {
             let next = {
                 let mut inner = self.lock();
                 let now = Instant::now();
-                let ids: Vec<String> = inner.groups.keys().cloned().collect();
+                let ids: Vec<String> = inner
+                    .groups
+                    .keys()
+                    .chain(inner.offsets.keys())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .cloned()
+                    .collect();
                 let sweep = now >= next_sweep;
                 let consumer_ids: Vec<String> = inner.consumers.keys().cloned().collect();
                 for id in consumer_ids {
                     let c = inner.consumers.get_mut(&id).expect("listed");
                     c.tick(now);
                     let mut changes = c.take_changes();
-                    // empty KIP-848 groups keep only their offsets, under `groups`
+                    // empty KIP-848 groups keep only their offsets
                     if sweep && c.is_empty() {
                         changes.extend(c.take_removal());
                         inner.consumers.remove(&id);
@@ -766,15 +840,12 @@ impl Coordinator {
                 for id in &ids {
                     if let Some(g) = inner.groups.get_mut(id) {
                         g.tick(now);
-                        if sweep {
-                            g.expire_offsets(now, now_ms(), self.config.offsets_retention);
-                            if g.state == GroupState::Empty && g.offsets.is_empty() {
-                                // Nothing left to remember: Kafka's group becomes Dead.
-                                g.delete();
-                            }
-                        }
                     }
+                    let forget = sweep && self.sweep(&mut inner, id, now);
                     self.settle(&mut inner, id);
+                    if forget {
+                        inner.offsets.remove(id);
+                    }
                 }
                 if sweep {
                     next_sweep = now + self.config.retention_check_interval;
@@ -801,17 +872,17 @@ impl Coordinator {
     }
 }
 
-/// The stored groups whose ids `wanted` selects: classic groups with the committed offsets
-/// of every group, and KIP-848 groups.
-#[allow(clippy::type_complexity)]
+/// The stored groups whose ids `wanted` selects: classic groups, KIP-848 groups and the
+/// committed offsets of every group.
 fn read_groups(
     store: &dyn GroupStore,
     config: &CoordinatorConfig,
     wanted: &dyn Fn(&str) -> bool,
-) -> Result<(HashMap<String, Group>, HashMap<String, ConsumerGroup>)> {
+) -> Result<Inner> {
     let limits = config.limits;
     let now = Instant::now();
     let mut groups: HashMap<String, Group> = HashMap::new();
+    let mut offsets: HashMap<String, GroupOffsets> = HashMap::new();
     for (key, value) in store.load_groups(GroupCf::Groups)? {
         let id =
             String::from_utf8(key).map_err(|_| Error::Storage("group id is not UTF-8".into()))?;
@@ -830,11 +901,10 @@ fn read_groups(
         }
         let committed = decode_committed(&value)
             .ok_or_else(|| Error::Storage(format!("malformed offset of group {group}")))?;
-        groups
-            .entry(group.clone())
-            .or_insert_with(|| Group::new(&group, limits, now))
-            .offsets
-            .insert((topic, partition), committed);
+        offsets
+            .entry(group)
+            .or_insert_with(|| GroupOffsets::new(now))
+            .restore(topic, partition, committed);
     }
     let mut records: HashMap<String, (Option<consumer::GroupRecord>, Vec<_>)> = HashMap::new();
     for (key, value) in store.load_groups(GroupCf::Consumers)? {
@@ -859,7 +929,12 @@ fn read_groups(
             (id, g)
         })
         .collect();
-    Ok((groups, consumers))
+    Ok(Inner {
+        groups,
+        consumers,
+        offsets,
+        ..Default::default()
+    })
 }
 
 /// Consumer groups CF key: u16 length + group, then 0 for the group's record or 1 and the
@@ -991,15 +1066,14 @@ fn encode_change(group_id: &str, p: Persist) -> GroupChange {
             key: group_id.as_bytes().to_vec(),
             value: record.map(|r| serde_json::to_vec(&r).expect("group record serializes")),
         },
-        Persist::Offset {
-            topic,
-            partition,
-            value,
-        } => GroupChange {
-            cf: GroupCf::Offsets,
-            key: offset_key(group_id, &topic, partition),
-            value: value.as_ref().map(encode_committed),
-        },
+    }
+}
+
+fn encode_offset_change(group_id: &str, c: OffsetChange) -> GroupChange {
+    GroupChange {
+        cf: GroupCf::Offsets,
+        key: offset_key(group_id, &c.topic, c.partition),
+        value: c.value.as_ref().map(encode_committed),
     }
 }
 
@@ -1373,6 +1447,180 @@ mod tests {
             .consumer_describe("g")
             .unwrap()
             .is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn offsets_of_classic_and_consumer_groups_are_stored_as_before_and_survive_a_reopen() {
+        let store = Arc::new(MemoryStore::default());
+        let c = Arc::new(Coordinator::open(store.clone(), config()).unwrap());
+        let (_tx, rx) = watch::channel(false);
+        tokio::spawn(c.clone().run(rx));
+        let committed = |offset| Committed {
+            offset,
+            leader_epoch: 4,
+            metadata: Some("m".into()),
+            commit_ms: 1_700_000_000_000,
+        };
+        let commit = |offset| vec![("t".to_string(), 0, committed(offset))];
+        let a = c.join("classic", join("")).await;
+        c.sync("classic", &a.member_id, None, 1, None, None, vec![])
+            .await;
+        c.commit("classic", &a.member_id, None, 1, commit(7))
+            .await
+            .unwrap();
+        let parts = |t: &str| (t == "t").then_some(1);
+        let m = c
+            .consumer_heartbeat("kip848", consumer_hb("m", 0), &parts)
+            .await;
+        c.commit("kip848", "m", None, m.epoch, commit(9))
+            .await
+            .unwrap();
+
+        // The bytes a data dir of the current release holds, spelled out: key = u16 length
+        // + group, u16 length + topic, partition; value = version 0, offset, leader epoch,
+        // commit time, then a presence byte and the metadata.
+        let record = |group: &str, offset: i64| {
+            let mut k = vec![0, group.len() as u8];
+            k.extend_from_slice(group.as_bytes());
+            k.extend_from_slice(&[0, 1, b't', 0, 0, 0, 0]);
+            let mut v = vec![0];
+            v.extend_from_slice(&offset.to_be_bytes());
+            v.extend_from_slice(&4i32.to_be_bytes());
+            v.extend_from_slice(&1_700_000_000_000i64.to_be_bytes());
+            v.extend_from_slice(&[1, b'm']);
+            (k, v)
+        };
+        let mut want = vec![record("classic", 7), record("kip848", 9)];
+        want.sort();
+        assert_eq!(store.load_groups(GroupCf::Offsets).unwrap(), want);
+        let classic_records: Vec<Vec<u8>> = store
+            .load_groups(GroupCf::Groups)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(
+            classic_records,
+            vec![b"classic".to_vec()],
+            "a KIP-848 group writes no classic group record"
+        );
+
+        let reopened = Coordinator::open(store, config()).unwrap();
+        for (group, offset) in [("classic", 7), ("kip848", 9)] {
+            assert_eq!(
+                reopened.committed(group, None),
+                Ok(vec![("t".to_string(), 0, Some(committed(offset)))]),
+                "{group}"
+            );
+        }
+        let d = reopened.describe("classic").unwrap().unwrap();
+        assert_eq!((d.state, d.members.len()), (GroupState::Stable, 1));
+        let k = reopened.consumer_describe("kip848").unwrap().unwrap();
+        assert_eq!(k.members.len(), 1);
+        let listed: Vec<(String, &str)> = reopened
+            .list()
+            .into_iter()
+            .map(|l| (l.id, l.group_type))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                ("classic".to_string(), "classic"),
+                ("kip848".to_string(), "consumer")
+            ]
+        );
+        assert_eq!(
+            reopened
+                .commit("kip848", "m", None, m.epoch, commit(10))
+                .await,
+            Ok(()),
+            "the KIP-848 member commits on with its epoch"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn offsets_expire_a_retention_after_their_group_became_empty() {
+        let config = CoordinatorConfig {
+            consumer_session_timeout: Duration::from_secs(1800),
+            ..config()
+        };
+        let retention = config.offsets_retention;
+        let c = Arc::new(Coordinator::open(Arc::new(MemoryStore::default()), config).unwrap());
+        let (_tx, rx) = watch::channel(false);
+        tokio::spawn(c.clone().run(rx));
+        // Committed long ago: only how long the group has been empty decides.
+        let old = || {
+            vec![(
+                "t".to_string(),
+                0,
+                Committed {
+                    offset: 1,
+                    leader_epoch: -1,
+                    metadata: None,
+                    commit_ms: 0,
+                },
+            )]
+        };
+        c.commit("solo", "", None, -1, old()).await.unwrap();
+        let a = c
+            .join(
+                "classic",
+                Join {
+                    session_timeout: Duration::from_secs(1800),
+                    ..join("")
+                },
+            )
+            .await;
+        c.sync("classic", &a.member_id, None, 1, None, None, vec![])
+            .await;
+        c.commit("classic", &a.member_id, None, 1, old())
+            .await
+            .unwrap();
+        let parts = |t: &str| (t == "t").then_some(1);
+        let m = c
+            .consumer_heartbeat("kip848", consumer_hb("m", 0), &parts)
+            .await;
+        c.commit("kip848", "m", None, m.epoch, old()).await.unwrap();
+
+        // Every member stays for a retention and a sweep.
+        let step = Duration::from_secs(1000);
+        let mut waited = Duration::ZERO;
+        while waited < retention + config.retention_check_interval {
+            tokio::time::sleep(step).await;
+            waited += step;
+            assert_eq!(c.heartbeat("classic", &a.member_id, None, 1), Ok(()));
+            let h = c
+                .consumer_heartbeat("kip848", consumer_hb("m", m.epoch), &parts)
+                .await;
+            assert_eq!(h.error, None);
+        }
+        assert_eq!(c.committed("solo", None), Ok(vec![]));
+        assert!(
+            c.describe("solo").unwrap().is_none(),
+            "a group with nothing left is forgotten"
+        );
+        assert_eq!(
+            c.committed("classic", None).unwrap().len(),
+            1,
+            "a classic group with a member keeps its offsets"
+        );
+        // As before offsets were kept apart: a KIP-848 group's offsets count from their
+        // first commit, members or not (Kafka would keep those of subscribed topics).
+        assert_eq!(c.committed("kip848", None), Ok(vec![]));
+
+        c.leave("classic", &[(a.member_id.clone(), None)]).unwrap();
+        tokio::time::sleep(retention / 2).await;
+        assert_eq!(
+            c.committed("classic", None).unwrap().len(),
+            1,
+            "empty for less than the retention"
+        );
+        tokio::time::sleep(retention / 2 + config.retention_check_interval).await;
+        assert_eq!(c.committed("classic", None), Ok(vec![]));
+        assert!(
+            c.describe("classic").unwrap().is_none(),
+            "an empty classic group with no offsets is deleted"
+        );
     }
 
     #[test]

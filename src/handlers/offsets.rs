@@ -18,7 +18,7 @@ use kafka_protocol::ResponseError;
 
 use super::{str_bytes, topic_name};
 use crate::broker::{now_ms, Broker};
-use crate::coordinator::group::Committed;
+use crate::coordinator::offsets::Committed;
 use crate::coordinator::CommitError;
 use crate::dispatch::RequestContext;
 
