@@ -117,14 +117,14 @@ pub async fn commit(
 }
 
 /// The committed offsets of one group, grouped by topic: (topic, [(partition, offset)]).
-type GroupOffsets = Vec<(String, Vec<(i32, Option<Committed>)>)>;
+type OffsetsByTopic = Vec<(String, Vec<(i32, Option<Committed>)>)>;
 
 fn fetch_group(
     broker: &Broker,
     group: &str,
     wanted: Option<Vec<(String, Vec<i32>)>>,
-) -> Result<GroupOffsets, ResponseError> {
-    let mut out: GroupOffsets = Vec::new();
+) -> Result<OffsetsByTopic, ResponseError> {
+    let mut out: OffsetsByTopic = Vec::new();
     for (t, p, c) in broker.groups.committed(group, wanted)? {
         match out.last_mut() {
             Some((last, ps)) if *last == t => ps.push((p, c)),
