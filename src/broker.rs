@@ -193,17 +193,6 @@ impl Broker {
         Ok((self.node_id(), adv.host.clone(), adv.port))
     }
 
-    /// Whether this broker coordinates `group` (always, on a single node).
-    pub fn check_coordinator(
-        &self,
-        group: &str,
-    ) -> std::result::Result<(), kafka_protocol::ResponseError> {
-        match self.cluster() {
-            Some(c) => c.groups.check(group),
-            None => Ok(()),
-        }
-    }
-
     /// The metadata store (topics, ids, counters).
     pub fn meta(&self) -> &Arc<dyn MetaStore> {
         &self.meta

@@ -66,6 +66,24 @@ pub struct Heartbeat {
     pub assignor: Option<String>,
     /// What the member owns now, when it says (null = unchanged since last time).
     pub owned: Option<Vec<Tp>>,
+    /// Whether the client must make up its member id even to join (KIP-1082, v1+).
+    pub member_id_required: bool,
+}
+
+impl Heartbeat {
+    /// The request-shape checks Kafka makes before the group is looked at: the message of
+    /// the INVALID_REQUEST to answer, if any.
+    pub fn invalid(&self) -> Option<&'static str> {
+        if self.member_id_required && self.member_id.is_empty() {
+            return Some("MemberId can't be empty.");
+        }
+        if self.epoch == 0 && self.subscribed.is_none() && self.regex.is_none() {
+            return Some(
+                "SubscribedTopicNames or SubscribedTopicRegex must be set in the first request.",
+            );
+        }
+        None
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -78,7 +96,7 @@ pub struct HeartbeatResult {
 }
 
 impl HeartbeatResult {
-    fn error(e: ResponseError, msg: impl Into<String>, member_id: &str) -> HeartbeatResult {
+    pub fn error(e: ResponseError, msg: impl Into<String>, member_id: &str) -> HeartbeatResult {
         HeartbeatResult {
             error: Some((e, msg.into())),
             member_id: member_id.to_string(),

@@ -17,7 +17,7 @@
 //!
 //! `Dead` is a group that was deleted; the coordinator drops it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -159,25 +159,12 @@ pub enum Reply {
     Sync(String, SyncResult),
 }
 
-/// A committed offset.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Committed {
-    pub offset: i64,
-    pub leader_epoch: i32,
-    pub metadata: Option<String>,
-    pub commit_ms: i64,
-}
-
-/// A change for the coordinator to write.
+/// A change for the coordinator to write. (The group's committed offsets are kept, and
+/// written, apart: see [`super::offsets`].)
 #[derive(Debug, Clone, PartialEq)]
 pub enum Persist {
     /// The group's membership record; `None` deletes it.
     Group(Option<GroupRecord>),
-    Offset {
-        topic: String,
-        partition: i32,
-        value: Option<Committed>,
-    },
 }
 
 /// What survives a restart of the group itself (Kafka's GroupMetadataValue).
@@ -222,7 +209,6 @@ pub struct Group {
     initial_delay: Option<(Instant, Instant)>,
     /// When the group last became empty (offsets of empty groups expire from here).
     pub empty_since: Option<Instant>,
-    pub offsets: BTreeMap<(String, i32), Committed>,
     limits: GroupLimits,
     outbox: Vec<Reply>,
     persist: Vec<Persist>,
@@ -243,7 +229,6 @@ impl Group {
             rebalance_deadline: None,
             initial_delay: None,
             empty_since: Some(now),
-            offsets: BTreeMap::new(),
             limits,
             outbox: Vec::new(),
             persist: Vec::new(),
@@ -868,7 +853,7 @@ impl Group {
             .min()
     }
 
-    // ---- offsets ----
+    // ---- offsets: who may commit (the offsets themselves live in `super::offsets`) ----
 
     /// Kafka's `validateOffsetCommit` for classic groups.
     pub fn check_commit(
@@ -898,51 +883,6 @@ impl Group {
         Ok(())
     }
 
-    pub fn commit(&mut self, topic: &str, partition: i32, c: Committed) {
-        self.persist.push(Persist::Offset {
-            topic: topic.to_string(),
-            partition,
-            value: Some(c.clone()),
-        });
-        self.offsets.insert((topic.to_string(), partition), c);
-    }
-
-    pub fn delete_offset(&mut self, topic: &str, partition: i32) -> bool {
-        let removed = self
-            .offsets
-            .remove(&(topic.to_string(), partition))
-            .is_some();
-        if removed {
-            self.persist.push(Persist::Offset {
-                topic: topic.to_string(),
-                partition,
-                value: None,
-            });
-        }
-        removed
-    }
-
-    /// Removes the offsets of an empty group older than `retention` (Kafka counts from the
-    /// later of the commit and the group becoming empty).
-    pub fn expire_offsets(&mut self, now: Instant, now_ms: i64, retention: Duration) {
-        let Some(empty_since) = self.empty_since.filter(|_| self.members.is_empty()) else {
-            return;
-        };
-        if now.duration_since(empty_since) < retention {
-            return;
-        }
-        let cutoff = now_ms - retention.as_millis() as i64;
-        let old: Vec<(String, i32)> = self
-            .offsets
-            .iter()
-            .filter(|(_, c)| c.commit_ms < cutoff)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for (topic, partition) in old {
-            self.delete_offset(&topic, partition);
-        }
-    }
-
     /// Topics the members subscribe to, if the group speaks the consumer protocol.
     pub fn subscribed_topics(&self) -> Vec<String> {
         use kafka_protocol::messages::ConsumerProtocolSubscription;
@@ -967,13 +907,10 @@ impl Group {
         topics
     }
 
-    /// Marks the group deleted (DeleteGroups on an empty group).
+    /// Marks the group deleted (DeleteGroups on an empty group); the coordinator deletes
+    /// its offsets with it.
     pub fn delete(&mut self) {
         self.state = GroupState::Dead;
-        let keys: Vec<(String, i32)> = self.offsets.keys().cloned().collect();
-        for (t, p) in keys {
-            self.delete_offset(&t, p);
-        }
         self.persist.push(Persist::Group(None));
     }
 }
@@ -1358,24 +1295,6 @@ mod tests {
             g.check_commit("x", None, 1),
             Err(ResponseError::UnknownMemberId)
         );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn offsets_of_empty_groups_expire_after_retention() {
-        let t0 = Instant::now();
-        let mut g = Group::new("g", limits(0), t0);
-        let c = |ms| Committed {
-            offset: 5,
-            leader_epoch: -1,
-            metadata: None,
-            commit_ms: ms,
-        };
-        g.commit("t", 0, c(1_000));
-        g.commit("t", 1, c(90_000));
-        tokio::time::advance(Duration::from_secs(60)).await;
-        g.expire_offsets(Instant::now(), 100_000, Duration::from_secs(60));
-        assert_eq!(g.offsets.len(), 1, "only the old commit goes");
-        assert!(g.offsets.contains_key(&("t".to_string(), 1)));
     }
 
     #[tokio::test(start_paused = true)]

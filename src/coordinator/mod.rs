@@ -1,19 +1,25 @@
 //! The group coordinator: the async shell around the per-group state machines of
-//! [`group`]. It routes requests to groups, parks JoinGroup/SyncGroup callers until their
-//! group answers, runs the timers (sessions, rebalance deadlines, offset retention) and
-//! writes what the groups say to persist through a [`GroupStore`].
+//! [`group`] (classic groups), [`consumer`] (KIP-848 groups) and [`offsets`] (the committed
+//! offsets of any group, kept apart from its membership). It routes requests to groups,
+//! parks JoinGroup/SyncGroup callers until their group answers, runs the timers (sessions,
+//! rebalance deadlines, offset retention) and writes what the groups say to persist
+//! through a [`GroupStore`].
 //!
 //! On a single node this broker coordinates every group and writes straight to its
 //! [`GroupStore`]. In a cluster it holds only the groups whose `__consumer_offsets`
 //! partition it leads ([`Coordinator::load`] / [`Coordinator::unload`]), and its changes go
-//! through a [`GroupLog`] that replicates them before they count as written.
+//! through a [`GroupLog`] that replicates them before they count as written. The same
+//! [`GroupLog`] says which groups this broker coordinates: every entry point that serves
+//! one group answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS itself, through its
+//! own result type, so handlers only turn results into responses.
 //! All groups sit behind one mutex: every operation on a group is a few map updates; the
 //! write under it is one unsynced RocksDB WriteBatch, or a queued append.
 
 pub mod consumer;
 pub mod group;
+pub mod offsets;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -27,9 +33,10 @@ use crate::error::{Error, Result};
 use crate::storage::{GroupCf, GroupChange, GroupStore};
 use consumer::{Change, ConsumerGroup, ConsumerMember, Heartbeat, HeartbeatResult};
 use group::{
-    Committed, Group, GroupLimits, GroupRecord, GroupState, Join, JoinResult, Member, Outcome,
-    Persist, Reply, SyncResult,
+    Group, GroupLimits, GroupRecord, GroupState, Join, JoinResult, Member, Outcome, Persist, Reply,
+    SyncResult,
 };
+use offsets::{Committed, GroupOffsets, OffsetChange};
 
 /// Coordinator settings, from the broker's `group.*` / `offsets.*` keys.
 #[derive(Debug, Clone, Copy)]
@@ -45,6 +52,10 @@ pub struct CoordinatorConfig {
 /// Where a replicated coordinator sends its changes: they count as written once the
 /// group's `__consumer_offsets` partition has committed them.
 pub trait GroupLog: Send + Sync + 'static {
+    /// Whether this broker coordinates `group_id` now: Ok, or the error to answer
+    /// (COORDINATOR_LOAD_IN_PROGRESS while its partition loads, NOT_COORDINATOR elsewhere).
+    fn check(&self, group_id: &str) -> std::result::Result<(), ResponseError>;
+
     /// Queues `changes` of `group_id` behind the ones before; the receiver answers whether
     /// they were committed (false: they were not, and the partition's groups are reloaded).
     fn submit(&self, group_id: &str, changes: Vec<GroupChange>) -> oneshot::Receiver<bool>;
@@ -75,14 +86,52 @@ pub struct Coordinator {
     wake: Notify,
 }
 
+/// A group id may have a classic group, a KIP-848 group and committed offsets, each under
+/// its own map. A group with offsets but neither state machine (its committers use no
+/// group protocol, or its KIP-848 group is gone) shows as an empty classic group, as Kafka
+/// shows simple consumer groups.
 #[derive(Default)]
 struct Inner {
-    /// Classic groups, and the committed offsets of every group.
+    /// Classic groups.
     groups: HashMap<String, Group>,
-    /// KIP-848 consumer groups (their offsets live in `groups` under the same id).
+    /// KIP-848 consumer groups.
     consumers: HashMap<String, ConsumerGroup>,
+    /// Committed offsets, of classic and KIP-848 groups alike. An entry lives from the
+    /// group's first commit until the group is deleted or the retention sweep finds
+    /// nothing left in it; a refused first commit makes one too, so the group is known
+    /// (empty) until that sweep, as it was when a classic group held the offsets.
+    offsets: HashMap<String, GroupOffsets>,
     joins: HashMap<(String, String), oneshot::Sender<JoinResult>>,
     syncs: HashMap<(String, String), oneshot::Sender<SyncResult>>,
+}
+
+impl Inner {
+    /// Every group id with a live classic group, a KIP-848 group or offsets, in order.
+    fn ids(&self) -> BTreeSet<&str> {
+        let dead = |id: &str| {
+            self.groups
+                .get(id)
+                .is_some_and(|g| g.state == GroupState::Dead)
+        };
+        self.groups
+            .keys()
+            .chain(self.consumers.keys())
+            .chain(self.offsets.keys())
+            .map(String::as_str)
+            .filter(|id| !dead(id))
+            .collect()
+    }
+}
+
+/// Why an OffsetCommit stored nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitError {
+    /// This broker does not coordinate the group now: the answer for every partition of
+    /// the request, even those refused before they reached the coordinator.
+    Routing(ResponseError),
+    /// The member, its generation or the write was refused: the answer for the partitions
+    /// that were to be committed.
+    Refused(ResponseError),
 }
 
 /// A group as DescribeGroups shows it.
@@ -123,18 +172,15 @@ pub struct ConsumerDescribed {
 impl Coordinator {
     /// Loads every stored group and committed offset.
     pub fn open(store: Arc<dyn GroupStore>, config: CoordinatorConfig) -> Result<Coordinator> {
-        let (groups, consumers) = read_groups(store.as_ref(), &config, &|_| true)?;
+        let inner = read_groups(store.as_ref(), &config, &|_| true)?;
         tracing::info!(
-            groups = groups.len(),
-            consumer_groups = consumers.len(),
+            groups = inner.groups.len(),
+            consumer_groups = inner.consumers.len(),
+            groups_with_offsets = inner.offsets.len(),
             "group coordinator loaded"
         );
         Ok(Coordinator {
-            inner: Mutex::new(Inner {
-                groups,
-                consumers,
-                ..Default::default()
-            }),
+            inner: Mutex::new(inner),
             store,
             log: OnceLock::new(),
             config,
@@ -157,16 +203,13 @@ impl Coordinator {
 
     /// Loads the stored groups `mine` selects, replacing what memory held of them.
     pub fn load(&self, mine: &dyn Fn(&str) -> bool) -> Result<usize> {
-        let (groups, consumers) = read_groups(self.store.as_ref(), &self.config, mine)?;
-        let n = groups.len()
-            + consumers
-                .keys()
-                .filter(|id| !groups.contains_key(*id))
-                .count();
+        let loaded = read_groups(self.store.as_ref(), &self.config, mine)?;
+        let n = loaded.ids().len();
         self.unload(mine);
         let mut inner = self.lock();
-        inner.groups.extend(groups);
-        inner.consumers.extend(consumers);
+        inner.groups.extend(loaded.groups);
+        inner.consumers.extend(loaded.consumers);
+        inner.offsets.extend(loaded.offsets);
         drop(inner);
         self.wake.notify_one();
         Ok(n)
@@ -178,6 +221,7 @@ impl Coordinator {
         let mut inner = self.lock();
         inner.groups.retain(|id, _| !gone(id));
         inner.consumers.retain(|id, _| !gone(id));
+        inner.offsets.retain(|id, _| !gone(id));
         inner.joins.retain(|(id, _), _| !gone(id));
         inner.syncs.retain(|(id, _), _| !gone(id));
     }
@@ -186,7 +230,19 @@ impl Coordinator {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether this broker coordinates `group_id` now (always, on a single node). Asked
+    /// before taking our lock: the [`GroupLog`] takes its own lock before ours.
+    fn route(&self, group_id: &str) -> std::result::Result<(), ResponseError> {
+        match self.log.get() {
+            Some(log) => log.check(group_id),
+            None => Ok(()),
+        }
+    }
+
     pub async fn join(&self, group_id: &str, j: Join) -> JoinResult {
+        if let Err(e) = self.route(group_id) {
+            return JoinResult::error(e, &j.member_id);
+        }
         let rx = {
             let mut inner = self.lock();
             if inner.consumers.get(group_id).is_some_and(|c| !c.is_empty()) {
@@ -194,10 +250,13 @@ impl Coordinator {
             }
             let now = Instant::now();
             let limits = self.config.limits;
+            // A group that had only offsets has been empty since they came: its offsets
+            // keep expiring from then if this join leaves it empty.
+            let empty_since = inner.offsets.get(group_id).map_or(now, |o| o.since);
             let g = inner
                 .groups
                 .entry(group_id.to_string())
-                .or_insert_with(|| Group::new(group_id, limits, now));
+                .or_insert_with(|| Group::new(group_id, limits, empty_since));
             let outcome = g.join(now, j);
             let parked = park(&mut inner.joins, group_id, outcome);
             self.settle(&mut inner, group_id);
@@ -222,6 +281,9 @@ impl Coordinator {
         protocol_name: Option<&str>,
         assignments: Vec<(String, Bytes)>,
     ) -> SyncResult {
+        if let Err(e) = self.route(group_id) {
+            return SyncResult::error(e);
+        }
         let rx = {
             let mut inner = self.lock();
             let Some(g) = inner.groups.get_mut(group_id) else {
@@ -254,6 +316,7 @@ impl Coordinator {
         instance_id: Option<&str>,
         generation: i32,
     ) -> std::result::Result<(), ResponseError> {
+        self.route(group_id)?;
         let mut inner = self.lock();
         let g = inner
             .groups
@@ -262,12 +325,13 @@ impl Coordinator {
         g.heartbeat(Instant::now(), member, instance_id, generation)
     }
 
-    /// LeaveGroup: one result per (member id, instance id).
+    /// LeaveGroup: one result per (member id, instance id), or the group's error.
     pub fn leave(
         &self,
         group_id: &str,
         members: &[(String, Option<String>)],
-    ) -> Vec<std::result::Result<(), ResponseError>> {
+    ) -> std::result::Result<Vec<std::result::Result<(), ResponseError>>, ResponseError> {
+        self.route(group_id)?;
         let mut inner = self.lock();
         let now = Instant::now();
         let results = match inner.groups.get_mut(group_id) {
@@ -280,11 +344,12 @@ impl Coordinator {
         self.settle(&mut inner, group_id);
         drop(inner);
         self.wake.notify_one();
-        results
+        Ok(results)
     }
 
     /// OffsetCommit: checks the member and generation, then stores every offset (in a
-    /// cluster: answers once they are replicated).
+    /// cluster: answers once they are replicated). With no offsets it checks only that
+    /// this broker coordinates the group, and changes nothing.
     pub async fn commit(
         &self,
         group_id: &str,
@@ -292,12 +357,17 @@ impl Coordinator {
         instance_id: Option<&str>,
         generation: i32,
         offsets: Vec<(String, i32, Committed)>,
-    ) -> std::result::Result<(), ResponseError> {
-        self.commit_now(group_id, member, instance_id, generation, offsets)?
+    ) -> std::result::Result<(), CommitError> {
+        self.route(group_id).map_err(CommitError::Routing)?;
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        self.commit_now(group_id, member, instance_id, generation, offsets)
+            .map_err(CommitError::Refused)?
             .wait()
             .await
             .then_some(())
-            .ok_or(ResponseError::CoordinatorNotAvailable)
+            .ok_or(CommitError::Refused(ResponseError::CoordinatorNotAvailable))
     }
 
     fn commit_now(
@@ -309,36 +379,42 @@ impl Coordinator {
         offsets: Vec<(String, i32, Committed)>,
     ) -> std::result::Result<Written, ResponseError> {
         let mut inner = self.lock();
-        let limits = self.config.limits;
+        let inner = &mut *inner;
         let consumer_check = inner
             .consumers
             .get(group_id)
             .filter(|c| !c.is_empty() || !member.is_empty())
             .map(|c| c.check_commit(member, generation));
-        let g = inner
-            .groups
+        let o = inner
+            .offsets
             .entry(group_id.to_string())
-            .or_insert_with(|| Group::new(group_id, limits, Instant::now()));
-        match consumer_check {
-            Some(check) => check?,
-            None => g.check_commit(member, instance_id, generation)?,
+            .or_insert_with(|| GroupOffsets::new(Instant::now()));
+        match (consumer_check, inner.groups.get(group_id)) {
+            (Some(check), _) => check?,
+            (None, Some(g)) => g.check_commit(member, instance_id, generation)?,
+            // No group protocol in use: only committers outside any group (generation -1)
+            // may commit, as to an empty classic group.
+            (None, None) if generation < 0 => {}
+            (None, None) => return Err(ResponseError::UnknownMemberId),
         }
         for (topic, partition, c) in offsets {
-            g.commit(&topic, partition, c);
+            o.commit(&topic, partition, c);
         }
-        Ok(self.settle(&mut inner, group_id))
+        Ok(self.settle(inner, group_id))
     }
 
     /// The committed offsets of a group: all of them, or those of `wanted` topics and
     /// partitions (absent ones as `None`).
+    #[allow(clippy::type_complexity)]
     pub fn committed(
         &self,
         group_id: &str,
         wanted: Option<Vec<(String, Vec<i32>)>>,
-    ) -> Vec<(String, i32, Option<Committed>)> {
+    ) -> std::result::Result<Vec<(String, i32, Option<Committed>)>, ResponseError> {
+        self.route(group_id)?;
         let inner = self.lock();
-        let g = inner.groups.get(group_id);
-        match wanted {
+        let o = inner.offsets.get(group_id);
+        Ok(match wanted {
             Some(topics) => topics
                 .into_iter()
                 .flat_map(|(t, ps)| {
@@ -347,19 +423,18 @@ impl Coordinator {
                         .collect::<Vec<_>>()
                 })
                 .map(|(t, p)| {
-                    let c = g.and_then(|g| g.offsets.get(&(t.clone(), p)).cloned());
+                    let c = o.and_then(|o| o.get(&t, p).cloned());
                     (t, p, c)
                 })
                 .collect(),
-            None => g
-                .map(|g| {
-                    g.offsets
-                        .iter()
-                        .map(|((t, p), c)| (t.clone(), *p, Some(c.clone())))
+            None => o
+                .map(|o| {
+                    o.iter()
+                        .map(|(t, p, c)| (t.to_string(), p, Some(c.clone())))
                         .collect()
                 })
                 .unwrap_or_default(),
-        }
+        })
     }
 
     /// OffsetDelete: refused for topics the group's members still subscribe to.
@@ -368,6 +443,7 @@ impl Coordinator {
         group_id: &str,
         topics: &[(String, Vec<i32>)],
     ) -> std::result::Result<Vec<(String, i32, Option<ResponseError>)>, ResponseError> {
+        self.route(group_id)?;
         let (out, written) = self.delete_offsets_now(group_id, topics)?;
         match written.wait().await {
             true => Ok(out),
@@ -383,17 +459,15 @@ impl Coordinator {
     ) -> std::result::Result<(Vec<(String, i32, Option<ResponseError>)>, Written), ResponseError>
     {
         let mut inner = self.lock();
-        let g = inner
-            .groups
-            .get_mut(group_id)
-            .ok_or(ResponseError::GroupIdNotFound)?;
-        if g.state == GroupState::Dead {
-            return Err(ResponseError::GroupIdNotFound);
-        }
-        if !g.is_empty() && g.protocol_type.as_deref() != Some("consumer") {
-            return Err(ResponseError::NonEmptyGroup);
-        }
-        let mut subscribed = g.subscribed_topics();
+        let mut subscribed = match inner.groups.get(group_id) {
+            Some(g) if g.state == GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
+            Some(g) if !g.is_empty() && g.protocol_type.as_deref() != Some("consumer") => {
+                return Err(ResponseError::NonEmptyGroup)
+            }
+            Some(g) => g.subscribed_topics(),
+            None if inner.offsets.contains_key(group_id) => Vec::new(),
+            None => return Err(ResponseError::GroupIdNotFound),
+        };
         if let Some(c) = inner.consumers.get(group_id) {
             subscribed.extend(
                 c.members
@@ -401,7 +475,7 @@ impl Coordinator {
                     .flat_map(|m| m.subscribed.iter().cloned()),
             );
         }
-        let g = inner.groups.get_mut(group_id).expect("checked above");
+        let mut offsets = inner.offsets.get_mut(group_id);
         let mut out = Vec::new();
         for (topic, partitions) in topics {
             for p in partitions {
@@ -412,7 +486,9 @@ impl Coordinator {
                         Some(ResponseError::GroupSubscribedToTopic),
                     ));
                 } else {
-                    g.delete_offset(topic, *p);
+                    if let Some(o) = offsets.as_mut() {
+                        o.delete(topic, *p);
+                    }
                     out.push((topic.clone(), *p, None));
                 }
             }
@@ -423,65 +499,64 @@ impl Coordinator {
     /// Every live group (classic or KIP-848) with its members and committed offsets.
     pub fn snapshot(&self) -> Vec<GroupSnapshot> {
         let inner = self.lock();
-        let mut out: Vec<GroupSnapshot> = inner
-            .groups
-            .values()
-            .filter(|g| g.state != GroupState::Dead)
-            .map(|g| GroupSnapshot {
-                id: g.id.clone(),
-                members: inner
-                    .consumers
-                    .get(&g.id)
-                    .map_or(g.members.len(), |c| c.members.len()),
-                offsets: g
-                    .offsets
-                    .iter()
-                    .map(|((t, p), c)| (t.clone(), *p, c.offset))
-                    .collect(),
-            })
-            .collect();
-        out.extend(
-            inner
-                .consumers
-                .iter()
-                .filter(|(id, _)| !inner.groups.contains_key(*id))
-                .map(|(id, c)| GroupSnapshot {
-                    id: id.clone(),
-                    members: c.members.len(),
-                    offsets: Vec::new(),
+        inner
+            .ids()
+            .into_iter()
+            .map(|id| GroupSnapshot {
+                members: match (inner.consumers.get(id), inner.groups.get(id)) {
+                    (Some(c), _) => c.members.len(),
+                    (None, Some(g)) => g.members.len(),
+                    (None, None) => 0,
+                },
+                offsets: inner.offsets.get(id).map_or_else(Vec::new, |o| {
+                    o.iter()
+                        .map(|(t, p, c)| (t.to_string(), p, c.offset))
+                        .collect()
                 }),
-        );
-        out.sort_by(|a, b| a.id.cmp(&b.id));
-        out
+                id: id.to_string(),
+            })
+            .collect()
     }
 
     pub fn list(&self) -> Vec<Listed> {
         let inner = self.lock();
-        let mut out: Vec<Listed> = inner
-            .groups
-            .values()
-            .filter(|g| g.state != GroupState::Dead && !inner.consumers.contains_key(&g.id))
-            .map(|g| Listed {
-                id: g.id.clone(),
-                protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                state: g.state.name(),
-                group_type: "classic",
+        inner
+            .ids()
+            .into_iter()
+            .map(|id| match (inner.consumers.get(id), inner.groups.get(id)) {
+                (Some(c), _) => Listed {
+                    id: id.to_string(),
+                    protocol_type: "consumer".to_string(),
+                    state: c.state_name(),
+                    group_type: "consumer",
+                },
+                (None, g) => Listed {
+                    id: id.to_string(),
+                    protocol_type: g.and_then(|g| g.protocol_type.clone()).unwrap_or_default(),
+                    state: g.map_or(GroupState::Empty, |g| g.state).name(),
+                    group_type: "classic",
+                },
             })
-            .collect();
-        out.extend(inner.consumers.iter().map(|(id, c)| Listed {
-            id: id.clone(),
-            protocol_type: "consumer".to_string(),
-            state: c.state_name(),
-            group_type: "consumer",
-        }));
-        out.sort_by(|a, b| a.id.cmp(&b.id));
-        out
+            .collect()
     }
 
-    pub fn describe(&self, group_id: &str) -> Option<Described> {
+    /// DescribeGroups for one group: `None` when there is no such group.
+    pub fn describe(
+        &self,
+        group_id: &str,
+    ) -> std::result::Result<Option<Described>, ResponseError> {
+        self.route(group_id)?;
         let inner = self.lock();
-        let g = inner.groups.get(group_id)?;
-        Some(Described {
+        let Some(g) = inner.groups.get(group_id) else {
+            let offsets_only = inner.offsets.contains_key(group_id).then(|| Described {
+                state: GroupState::Empty,
+                protocol_type: String::new(),
+                protocol_name: String::new(),
+                members: Vec::new(),
+            });
+            return Ok(offsets_only);
+        };
+        Ok(Some(Described {
             state: g.state,
             protocol_type: g.protocol_type.clone().unwrap_or_default(),
             protocol_name: match g.state {
@@ -489,11 +564,12 @@ impl Coordinator {
                 _ => String::new(),
             },
             members: g.members.values().cloned().collect(),
-        })
+        }))
     }
 
     /// DeleteGroups for one group.
     pub async fn delete_group(&self, group_id: &str) -> std::result::Result<(), ResponseError> {
+        self.route(group_id)?;
         self.delete_group_now(group_id)?
             .wait()
             .await
@@ -503,6 +579,7 @@ impl Coordinator {
 
     fn delete_group_now(&self, group_id: &str) -> std::result::Result<Written, ResponseError> {
         let mut inner = self.lock();
+        let inner = &mut *inner;
         let mut changes = Vec::new();
         if let Some(c) = inner.consumers.get(group_id) {
             if !c.is_empty() {
@@ -510,21 +587,27 @@ impl Coordinator {
             }
             let mut c = inner.consumers.remove(group_id).expect("found");
             changes.extend(encode_consumer_changes(group_id, c.take_removal()));
-            if !inner.groups.contains_key(group_id) {
+            if !inner.groups.contains_key(group_id) && !inner.offsets.contains_key(group_id) {
                 return Ok(self.write(group_id, changes));
             }
         }
-        let g = inner
-            .groups
-            .get_mut(group_id)
-            .ok_or(ResponseError::GroupIdNotFound)?;
-        match g.state {
-            GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
-            GroupState::Empty => {}
-            _ => return Err(ResponseError::NonEmptyGroup),
+        match inner.groups.get_mut(group_id) {
+            Some(g) => {
+                match g.state {
+                    GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
+                    GroupState::Empty => {}
+                    _ => return Err(ResponseError::NonEmptyGroup),
+                }
+                g.delete();
+            }
+            None if inner.offsets.contains_key(group_id) => {}
+            None => return Err(ResponseError::GroupIdNotFound),
         }
-        g.delete();
-        changes.extend(self.settle_changes(&mut inner, group_id));
+        if let Some(o) = inner.offsets.get_mut(group_id) {
+            o.delete_all();
+        }
+        changes.extend(self.settle_changes(inner, group_id));
+        inner.offsets.remove(group_id);
         Ok(self.write(group_id, changes))
     }
 
@@ -537,6 +620,12 @@ impl Coordinator {
         h: Heartbeat,
         partitions: &(dyn Fn(&str) -> Option<i32> + Sync),
     ) -> HeartbeatResult {
+        if let Err(e) = self.route(group_id) {
+            return HeartbeatResult::error(e, e.to_string(), &h.member_id);
+        }
+        if let Some(msg) = h.invalid() {
+            return HeartbeatResult::error(ResponseError::InvalidRequest, msg, &h.member_id);
+        }
         let member_id = h.member_id.clone();
         let (r, written) = self.consumer_heartbeat_now(group_id, h, partitions);
         if r.error.is_some() || written.wait().await {
@@ -599,10 +688,16 @@ impl Coordinator {
 
     /// ConsumerGroupDescribe: `None` when `group_id` is not a KIP-848 group (Kafka answers
     /// GROUP_ID_NOT_FOUND, and the admin client then asks DescribeGroups).
-    pub fn consumer_describe(&self, group_id: &str) -> Option<ConsumerDescribed> {
+    pub fn consumer_describe(
+        &self,
+        group_id: &str,
+    ) -> std::result::Result<Option<ConsumerDescribed>, ResponseError> {
+        self.route(group_id)?;
         let inner = self.lock();
-        let c = inner.consumers.get(group_id)?;
-        Some(ConsumerDescribed {
+        let Some(c) = inner.consumers.get(group_id) else {
+            return Ok(None);
+        };
+        Ok(Some(ConsumerDescribed {
             state: c.state_name(),
             epoch: c.epoch,
             assignment_epoch: c.assignment_epoch,
@@ -619,7 +714,7 @@ impl Coordinator {
                     (m.clone(), target)
                 })
                 .collect(),
-        })
+        }))
     }
 
     /// Delivers a group's delayed answers and writes what it wants persisted (or queues it
@@ -631,8 +726,16 @@ impl Coordinator {
 
     /// [`Self::settle`] without the write: the changes to make.
     fn settle_changes(&self, inner: &mut Inner, group_id: &str) -> Vec<GroupChange> {
+        let mut changes: Vec<GroupChange> = match inner.offsets.get_mut(group_id) {
+            Some(o) => o
+                .take_changes()
+                .into_iter()
+                .map(|c| encode_offset_change(group_id, c))
+                .collect(),
+            None => Vec::new(),
+        };
         let Some(g) = inner.groups.get_mut(group_id) else {
-            return Vec::new();
+            return changes;
         };
         let replies = g.take_replies();
         let persist = g.take_persist();
@@ -654,10 +757,38 @@ impl Coordinator {
         if dead {
             inner.groups.remove(group_id);
         }
-        persist
-            .into_iter()
-            .map(|p| encode_change(group_id, p))
-            .collect()
+        changes.extend(persist.into_iter().map(|p| encode_change(group_id, p)));
+        changes
+    }
+
+    /// The retention sweep of one group: expires its offsets and says whether nothing is
+    /// left to remember of it (then a classic group is deleted, and the caller forgets the
+    /// group's offsets once their changes are settled).
+    fn sweep(&self, inner: &mut Inner, group_id: &str, now: Instant) -> bool {
+        // A classic group knows when it last became empty. Offsets with no classic group
+        // count from when they came into memory; for a KIP-848 group too, whose members
+        // do not hold its offsets back (as when a placeholder classic group held them).
+        let empty_since = match (inner.groups.get(group_id), inner.offsets.get(group_id)) {
+            (Some(g), _) => g.empty_since.filter(|_| g.is_empty()),
+            (None, Some(o)) => Some(o.since),
+            (None, None) => None,
+        };
+        let offsets_left = match inner.offsets.get_mut(group_id) {
+            Some(o) => {
+                o.expire(now, now_ms(), self.config.offsets_retention, empty_since);
+                !o.is_empty()
+            }
+            None => false,
+        };
+        match inner.groups.get_mut(group_id) {
+            Some(g) if g.state == GroupState::Empty && !offsets_left => {
+                // Nothing left to remember: Kafka's group becomes Dead.
+                g.delete();
+                true
+            }
+            Some(_) => false,
+            None => !offsets_left,
+        }
     }
 
     /// Writes a group's changes to the store, or queues them for replication.
@@ -684,14 +815,21 @@ impl Coordinator {
             let next = {
                 let mut inner = self.lock();
                 let now = Instant::now();
-                let ids: Vec<String> = inner.groups.keys().cloned().collect();
+                let ids: Vec<String> = inner
+                    .groups
+                    .keys()
+                    .chain(inner.offsets.keys())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .cloned()
+                    .collect();
                 let sweep = now >= next_sweep;
                 let consumer_ids: Vec<String> = inner.consumers.keys().cloned().collect();
                 for id in consumer_ids {
                     let c = inner.consumers.get_mut(&id).expect("listed");
                     c.tick(now);
                     let mut changes = c.take_changes();
-                    // empty KIP-848 groups keep only their offsets, under `groups`
+                    // empty KIP-848 groups keep only their offsets
                     if sweep && c.is_empty() {
                         changes.extend(c.take_removal());
                         inner.consumers.remove(&id);
@@ -702,15 +840,12 @@ impl Coordinator {
                 for id in &ids {
                     if let Some(g) = inner.groups.get_mut(id) {
                         g.tick(now);
-                        if sweep {
-                            g.expire_offsets(now, now_ms(), self.config.offsets_retention);
-                            if g.state == GroupState::Empty && g.offsets.is_empty() {
-                                // Nothing left to remember: Kafka's group becomes Dead.
-                                g.delete();
-                            }
-                        }
                     }
+                    let forget = sweep && self.sweep(&mut inner, id, now);
                     self.settle(&mut inner, id);
+                    if forget {
+                        inner.offsets.remove(id);
+                    }
                 }
                 if sweep {
                     next_sweep = now + self.config.retention_check_interval;
@@ -737,17 +872,17 @@ impl Coordinator {
     }
 }
 
-/// The stored groups whose ids `wanted` selects: classic groups with the committed offsets
-/// of every group, and KIP-848 groups.
-#[allow(clippy::type_complexity)]
+/// The stored groups whose ids `wanted` selects: classic groups, KIP-848 groups and the
+/// committed offsets of every group.
 fn read_groups(
     store: &dyn GroupStore,
     config: &CoordinatorConfig,
     wanted: &dyn Fn(&str) -> bool,
-) -> Result<(HashMap<String, Group>, HashMap<String, ConsumerGroup>)> {
+) -> Result<Inner> {
     let limits = config.limits;
     let now = Instant::now();
     let mut groups: HashMap<String, Group> = HashMap::new();
+    let mut offsets: HashMap<String, GroupOffsets> = HashMap::new();
     for (key, value) in store.load_groups(GroupCf::Groups)? {
         let id =
             String::from_utf8(key).map_err(|_| Error::Storage("group id is not UTF-8".into()))?;
@@ -766,11 +901,10 @@ fn read_groups(
         }
         let committed = decode_committed(&value)
             .ok_or_else(|| Error::Storage(format!("malformed offset of group {group}")))?;
-        groups
-            .entry(group.clone())
-            .or_insert_with(|| Group::new(&group, limits, now))
-            .offsets
-            .insert((topic, partition), committed);
+        offsets
+            .entry(group)
+            .or_insert_with(|| GroupOffsets::new(now))
+            .restore(topic, partition, committed);
     }
     let mut records: HashMap<String, (Option<consumer::GroupRecord>, Vec<_>)> = HashMap::new();
     for (key, value) in store.load_groups(GroupCf::Consumers)? {
@@ -795,7 +929,12 @@ fn read_groups(
             (id, g)
         })
         .collect();
-    Ok((groups, consumers))
+    Ok(Inner {
+        groups,
+        consumers,
+        offsets,
+        ..Default::default()
+    })
 }
 
 /// Consumer groups CF key: u16 length + group, then 0 for the group's record or 1 and the
@@ -927,15 +1066,14 @@ fn encode_change(group_id: &str, p: Persist) -> GroupChange {
             key: group_id.as_bytes().to_vec(),
             value: record.map(|r| serde_json::to_vec(&r).expect("group record serializes")),
         },
-        Persist::Offset {
-            topic,
-            partition,
-            value,
-        } => GroupChange {
-            cf: GroupCf::Offsets,
-            key: offset_key(group_id, &topic, partition),
-            value: value.as_ref().map(encode_committed),
-        },
+    }
+}
+
+fn encode_offset_change(group_id: &str, c: OffsetChange) -> GroupChange {
+    GroupChange {
+        cf: GroupCf::Offsets,
+        key: offset_key(group_id, &c.topic, c.partition),
+        value: c.value.as_ref().map(encode_committed),
     }
 }
 
@@ -1042,7 +1180,7 @@ mod tests {
         .await
         .unwrap_err(); // CompletingRebalance: REBALANCE_IN_PROGRESS
         let c_after = Coordinator::open(store.clone(), config()).unwrap();
-        assert_eq!(c_after.committed("g", None).len(), 0);
+        assert_eq!(c_after.committed("g", None).unwrap().len(), 0);
         let simple = c
             .commit(
                 "solo",
@@ -1063,17 +1201,19 @@ mod tests {
             .await;
         assert_eq!(simple, Ok(()));
         let reopened = Coordinator::open(store, config()).unwrap();
-        let got = reopened.committed("solo", Some(vec![("t".into(), vec![0, 1])]));
+        let got = reopened
+            .committed("solo", Some(vec![("t".into(), vec![0, 1])]))
+            .unwrap();
         assert_eq!(got[0].2.as_ref().map(|c| c.offset), Some(10));
         assert_eq!(got[1].2, None);
-        let d = reopened.describe("g").unwrap();
+        let d = reopened.describe("g").unwrap().unwrap();
         assert_eq!(
             d.members.len(),
             1,
             "the group record of generation 1 came back"
         );
         assert_eq!(reopened.delete_group("solo").await, Ok(()));
-        assert!(reopened.committed("solo", None).is_empty());
+        assert!(reopened.committed("solo", None).unwrap().is_empty());
         assert_eq!(
             reopened.delete_group("g").await,
             Err(ResponseError::NonEmptyGroup)
@@ -1092,6 +1232,10 @@ mod tests {
     }
 
     impl GroupLog for Answering {
+        fn check(&self, _group: &str) -> std::result::Result<(), ResponseError> {
+            Ok(())
+        }
+
         fn submit(&self, _group: &str, changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {
             let (tx, rx) = oneshot::channel();
             let ok = self.accept.load(std::sync::atomic::Ordering::SeqCst);
@@ -1101,6 +1245,92 @@ mod tests {
             tx.send(ok).unwrap();
             rx
         }
+    }
+
+    /// A [`GroupLog`] for a broker that coordinates no group: its partitions load, or
+    /// another broker leads them.
+    struct Elsewhere(ResponseError);
+
+    impl GroupLog for Elsewhere {
+        fn check(&self, _group: &str) -> std::result::Result<(), ResponseError> {
+            Err(self.0)
+        }
+
+        fn submit(&self, _group: &str, _changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {
+            unreachable!("nothing is written for a group this broker does not coordinate")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_group_coordinated_elsewhere_gets_the_routing_error_from_every_entry_point() {
+        for e in [
+            ResponseError::NotCoordinator,
+            ResponseError::CoordinatorLoadInProgress,
+        ] {
+            let c = Coordinator::open(Arc::new(MemoryStore::default()), config()).unwrap();
+            c.replicate_through(Arc::new(Elsewhere(e)));
+            let j = c.join("g", join("m")).await;
+            assert_eq!((j.error, j.member_id.as_str()), (Some(e), "m"));
+            let s = c.sync("g", "m", None, 1, None, None, vec![]).await;
+            assert_eq!(s.error, Some(e));
+            assert_eq!(c.heartbeat("g", "m", None, 1), Err(e));
+            assert_eq!(c.leave("g", &[("m".into(), None)]), Err(e));
+            assert_eq!(
+                c.commit("g", "", None, -1, offset(1)).await,
+                Err(CommitError::Routing(e))
+            );
+            assert_eq!(
+                c.commit("g", "", None, -1, Vec::new()).await,
+                Err(CommitError::Routing(e)),
+                "asked with nothing to commit, it still says where the group is"
+            );
+            assert_eq!(c.committed("g", None), Err(e));
+            assert_eq!(
+                c.delete_offsets("g", &[("t".into(), vec![0])]).await,
+                Err(e)
+            );
+            assert_eq!(c.describe("g").err(), Some(e));
+            assert_eq!(c.delete_group("g").await, Err(e));
+            assert_eq!(c.consumer_describe("g").err(), Some(e));
+            // Routing comes before the request's own checks, as the handlers answered it.
+            let invalid = Heartbeat {
+                member_id_required: true,
+                ..Default::default()
+            };
+            let h = c.consumer_heartbeat("g", invalid, &|_| Some(1)).await;
+            assert_eq!(h.error, Some((e, e.to_string())));
+            assert!(c.list().is_empty(), "no group was made up");
+        }
+    }
+
+    #[tokio::test]
+    async fn consumer_heartbeats_are_checked_before_the_group_is_looked_at() {
+        let c = Coordinator::open(Arc::new(MemoryStore::default()), config()).unwrap();
+        let no_id = Heartbeat {
+            member_id_required: true,
+            ..consumer_hb("", 0)
+        };
+        let r = c.consumer_heartbeat("g", no_id, &|_| Some(1)).await;
+        assert_eq!(
+            r.error,
+            Some((
+                ResponseError::InvalidRequest,
+                "MemberId can't be empty.".to_string()
+            ))
+        );
+        let no_subscription = Heartbeat {
+            subscribed: None,
+            ..consumer_hb("a", 0)
+        };
+        let r = c
+            .consumer_heartbeat("g", no_subscription, &|_| Some(1))
+            .await;
+        assert_eq!(r.error.map(|e| e.0), Some(ResponseError::InvalidRequest));
+        assert!(c.list().is_empty(), "an invalid heartbeat joins nobody");
+        let ok = c
+            .consumer_heartbeat("g", consumer_hb("a", 0), &|_| Some(1))
+            .await;
+        assert_eq!(ok.error, None);
     }
 
     fn offset(o: i64) -> Vec<(String, i32, Committed)> {
@@ -1131,23 +1361,29 @@ mod tests {
         log.accept.store(false, std::sync::atomic::Ordering::SeqCst);
         assert_eq!(
             c.commit("b", "", None, -1, offset(3)).await,
-            Err(ResponseError::CoordinatorNotAvailable),
+            Err(CommitError::Refused(ResponseError::CoordinatorNotAvailable)),
             "a write the log refused is not acknowledged"
         );
         // Reloading "b" (as the partition's reload does) drops what was not written.
         assert_eq!(c.load(&|g| g == "b").unwrap(), 1);
-        let got = c.committed("b", None);
+        let got = c.committed("b", None).unwrap();
         assert_eq!(got[0].2.as_ref().map(|c| c.offset), Some(2));
-        assert!(c.committed("a", None).is_empty(), "a is not loaded");
+        assert!(
+            c.committed("a", None).unwrap().is_empty(),
+            "a is not loaded"
+        );
         assert_eq!(c.load(&|g| g == "a").unwrap(), 1);
         assert_eq!(
-            c.committed("a", None)[0].2.as_ref().map(|c| c.offset),
+            c.committed("a", None).unwrap()[0]
+                .2
+                .as_ref()
+                .map(|c| c.offset),
             Some(1)
         );
         c.unload(&|g| g == "a");
-        assert!(c.committed("a", None).is_empty());
+        assert!(c.committed("a", None).unwrap().is_empty());
         assert_eq!(
-            c.committed("b", None).len(),
+            c.committed("b", None).unwrap().len(),
             1,
             "unload spares other groups"
         );
@@ -1174,7 +1410,7 @@ mod tests {
 
         // A restarted coordinator knows the member, its epoch and its partitions.
         let c = Coordinator::open(store.clone(), config()).unwrap();
-        let d = c.consumer_describe("g").expect("restored");
+        let d = c.consumer_describe("g").unwrap().expect("restored");
         assert_eq!((d.state, d.epoch, d.members.len()), ("Stable", a.epoch, 1));
         assert_eq!(d.members[0].0.assigned, a.assignment.clone().unwrap());
         let again = c
@@ -1195,7 +1431,7 @@ mod tests {
             Some(ResponseError::CoordinatorNotAvailable)
         );
         c.load(&|g| g == "g").unwrap();
-        let d = c.consumer_describe("g").unwrap();
+        let d = c.consumer_describe("g").unwrap().unwrap();
         assert_eq!((d.epoch, d.members.len()), (a.epoch, 1));
 
         // The member leaves and the group is deleted: no record of it is left.
@@ -1209,7 +1445,182 @@ mod tests {
         assert!(Coordinator::open(store, config())
             .unwrap()
             .consumer_describe("g")
+            .unwrap()
             .is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn offsets_of_classic_and_consumer_groups_are_stored_as_before_and_survive_a_reopen() {
+        let store = Arc::new(MemoryStore::default());
+        let c = Arc::new(Coordinator::open(store.clone(), config()).unwrap());
+        let (_tx, rx) = watch::channel(false);
+        tokio::spawn(c.clone().run(rx));
+        let committed = |offset| Committed {
+            offset,
+            leader_epoch: 4,
+            metadata: Some("m".into()),
+            commit_ms: 1_700_000_000_000,
+        };
+        let commit = |offset| vec![("t".to_string(), 0, committed(offset))];
+        let a = c.join("classic", join("")).await;
+        c.sync("classic", &a.member_id, None, 1, None, None, vec![])
+            .await;
+        c.commit("classic", &a.member_id, None, 1, commit(7))
+            .await
+            .unwrap();
+        let parts = |t: &str| (t == "t").then_some(1);
+        let m = c
+            .consumer_heartbeat("kip848", consumer_hb("m", 0), &parts)
+            .await;
+        c.commit("kip848", "m", None, m.epoch, commit(9))
+            .await
+            .unwrap();
+
+        // The bytes a data dir of the current release holds, spelled out: key = u16 length
+        // + group, u16 length + topic, partition; value = version 0, offset, leader epoch,
+        // commit time, then a presence byte and the metadata.
+        let record = |group: &str, offset: i64| {
+            let mut k = vec![0, group.len() as u8];
+            k.extend_from_slice(group.as_bytes());
+            k.extend_from_slice(&[0, 1, b't', 0, 0, 0, 0]);
+            let mut v = vec![0];
+            v.extend_from_slice(&offset.to_be_bytes());
+            v.extend_from_slice(&4i32.to_be_bytes());
+            v.extend_from_slice(&1_700_000_000_000i64.to_be_bytes());
+            v.extend_from_slice(&[1, b'm']);
+            (k, v)
+        };
+        let mut want = vec![record("classic", 7), record("kip848", 9)];
+        want.sort();
+        assert_eq!(store.load_groups(GroupCf::Offsets).unwrap(), want);
+        let classic_records: Vec<Vec<u8>> = store
+            .load_groups(GroupCf::Groups)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(
+            classic_records,
+            vec![b"classic".to_vec()],
+            "a KIP-848 group writes no classic group record"
+        );
+
+        let reopened = Coordinator::open(store, config()).unwrap();
+        for (group, offset) in [("classic", 7), ("kip848", 9)] {
+            assert_eq!(
+                reopened.committed(group, None),
+                Ok(vec![("t".to_string(), 0, Some(committed(offset)))]),
+                "{group}"
+            );
+        }
+        let d = reopened.describe("classic").unwrap().unwrap();
+        assert_eq!((d.state, d.members.len()), (GroupState::Stable, 1));
+        let k = reopened.consumer_describe("kip848").unwrap().unwrap();
+        assert_eq!(k.members.len(), 1);
+        let listed: Vec<(String, &str)> = reopened
+            .list()
+            .into_iter()
+            .map(|l| (l.id, l.group_type))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                ("classic".to_string(), "classic"),
+                ("kip848".to_string(), "consumer")
+            ]
+        );
+        assert_eq!(
+            reopened
+                .commit("kip848", "m", None, m.epoch, commit(10))
+                .await,
+            Ok(()),
+            "the KIP-848 member commits on with its epoch"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn offsets_expire_a_retention_after_their_group_became_empty() {
+        let config = CoordinatorConfig {
+            consumer_session_timeout: Duration::from_secs(1800),
+            ..config()
+        };
+        let retention = config.offsets_retention;
+        let c = Arc::new(Coordinator::open(Arc::new(MemoryStore::default()), config).unwrap());
+        let (_tx, rx) = watch::channel(false);
+        tokio::spawn(c.clone().run(rx));
+        // Committed long ago: only how long the group has been empty decides.
+        let old = || {
+            vec![(
+                "t".to_string(),
+                0,
+                Committed {
+                    offset: 1,
+                    leader_epoch: -1,
+                    metadata: None,
+                    commit_ms: 0,
+                },
+            )]
+        };
+        c.commit("solo", "", None, -1, old()).await.unwrap();
+        let a = c
+            .join(
+                "classic",
+                Join {
+                    session_timeout: Duration::from_secs(1800),
+                    ..join("")
+                },
+            )
+            .await;
+        c.sync("classic", &a.member_id, None, 1, None, None, vec![])
+            .await;
+        c.commit("classic", &a.member_id, None, 1, old())
+            .await
+            .unwrap();
+        let parts = |t: &str| (t == "t").then_some(1);
+        let m = c
+            .consumer_heartbeat("kip848", consumer_hb("m", 0), &parts)
+            .await;
+        c.commit("kip848", "m", None, m.epoch, old()).await.unwrap();
+
+        // Every member stays for a retention and a sweep.
+        let step = Duration::from_secs(1000);
+        let mut waited = Duration::ZERO;
+        while waited < retention + config.retention_check_interval {
+            tokio::time::sleep(step).await;
+            waited += step;
+            assert_eq!(c.heartbeat("classic", &a.member_id, None, 1), Ok(()));
+            let h = c
+                .consumer_heartbeat("kip848", consumer_hb("m", m.epoch), &parts)
+                .await;
+            assert_eq!(h.error, None);
+        }
+        assert_eq!(c.committed("solo", None), Ok(vec![]));
+        assert!(
+            c.describe("solo").unwrap().is_none(),
+            "a group with nothing left is forgotten"
+        );
+        assert_eq!(
+            c.committed("classic", None).unwrap().len(),
+            1,
+            "a classic group with a member keeps its offsets"
+        );
+        // As before offsets were kept apart: a KIP-848 group's offsets count from their
+        // first commit, members or not (Kafka would keep those of subscribed topics).
+        assert_eq!(c.committed("kip848", None), Ok(vec![]));
+
+        c.leave("classic", &[(a.member_id.clone(), None)]).unwrap();
+        tokio::time::sleep(retention / 2).await;
+        assert_eq!(
+            c.committed("classic", None).unwrap().len(),
+            1,
+            "empty for less than the retention"
+        );
+        tokio::time::sleep(retention / 2 + config.retention_check_interval).await;
+        assert_eq!(c.committed("classic", None), Ok(vec![]));
+        assert!(
+            c.describe("classic").unwrap().is_none(),
+            "an empty classic group with no offsets is deleted"
+        );
     }
 
     #[test]
@@ -1233,7 +1644,7 @@ mod tests {
         let a = c.join("g", join("")).await;
         c.sync("g", &a.member_id, None, 1, None, None, vec![]).await;
         tokio::time::sleep(Duration::from_secs(11)).await;
-        let d = c.describe("g").unwrap();
+        let d = c.describe("g").unwrap().unwrap();
         assert_eq!(d.state, GroupState::Empty);
         assert!(d.members.is_empty());
     }

@@ -49,22 +49,6 @@ pub async fn heartbeat(
     if req.group_id.is_empty() {
         return error_response(ResponseError::InvalidRequest, "GroupId can't be empty.");
     }
-    if let Err(e) = broker.check_coordinator(&req.group_id) {
-        return error_response(e, e.to_string());
-    }
-    // KIP-1082: from v1 the client makes up its member id, even to join.
-    if ctx.version >= 1 && req.member_id.is_empty() {
-        return error_response(ResponseError::InvalidRequest, "MemberId can't be empty.");
-    }
-    if req.member_epoch == 0
-        && req.subscribed_topic_names.is_none()
-        && req.subscribed_topic_regex.is_none()
-    {
-        return error_response(
-            ResponseError::InvalidRequest,
-            "SubscribedTopicNames or SubscribedTopicRegex must be set in the first request.",
-        );
-    }
     let owned = req.topic_partitions.as_ref().map(|tps| {
         tps.iter()
             .filter_map(|t| broker.catalog.get_by_id(t.topic_id).map(|topic| (topic, t)))
@@ -86,6 +70,8 @@ pub async fn heartbeat(
         regex: req.subscribed_topic_regex.as_ref().map(|s| s.to_string()),
         assignor: req.server_assignor.as_ref().map(|s| s.to_string()),
         owned,
+        // KIP-1082: from v1 the client makes up its member id, even to join.
+        member_id_required: ctx.version >= 1,
     };
     let catalog = &broker.catalog;
     let r = broker
@@ -145,10 +131,11 @@ pub async fn describe(
                 } else {
                     OPERATIONS_UNKNOWN
                 });
-            if let Err(e) = broker.check_coordinator(id) {
-                return base.with_error_code(e.code());
-            }
-            let Some(d) = broker.groups.consumer_describe(id) else {
+            let d = match broker.groups.consumer_describe(id) {
+                Ok(d) => d,
+                Err(e) => return base.with_error_code(e.code()),
+            };
+            let Some(d) = d else {
                 return base
                     .with_error_code(ResponseError::GroupIdNotFound.code())
                     .with_error_message(Some(str_bytes(format!(

@@ -101,8 +101,6 @@ pub async fn join_group(
     let group = req.group_id.to_string();
     let result = if group.is_empty() {
         crate::coordinator::group::JoinResult::error(ResponseError::InvalidGroupId, &req.member_id)
-    } else if let Err(e) = broker.check_coordinator(&group) {
-        crate::coordinator::group::JoinResult::error(e, &req.member_id)
     } else {
         let ms = |v: i32| Duration::from_millis(v.max(0) as u64);
         let rebalance = if v >= 1 && req.rebalance_timeout_ms > 0 {
@@ -167,8 +165,6 @@ pub async fn sync_group(
     let group = req.group_id.to_string();
     let result = if group.is_empty() {
         crate::coordinator::group::SyncResult::error(ResponseError::InvalidGroupId)
-    } else if let Err(e) = broker.check_coordinator(&group) {
-        crate::coordinator::group::SyncResult::error(e)
     } else {
         let assignments = req
             .assignments
@@ -206,8 +202,6 @@ pub async fn heartbeat(
 ) -> HeartbeatResponse {
     let result = if req.group_id.is_empty() {
         Err(ResponseError::InvalidGroupId)
-    } else if let Err(e) = broker.check_coordinator(&req.group_id) {
-        Err(e)
     } else {
         broker.groups.heartbeat(
             &req.group_id,
@@ -227,14 +221,14 @@ pub async fn leave_group(
     if req.group_id.is_empty() {
         return LeaveGroupResponse::default().with_error_code(ResponseError::InvalidGroupId.code());
     }
-    if let Err(e) = broker.check_coordinator(&req.group_id) {
-        return LeaveGroupResponse::default().with_error_code(e.code());
-    }
     if ctx.version < 3 {
-        let results = broker
+        let error = match broker
             .groups
-            .leave(&req.group_id, &[(req.member_id.to_string(), None)]);
-        let error = results.into_iter().next().and_then(|r| r.err());
+            .leave(&req.group_id, &[(req.member_id.to_string(), None)])
+        {
+            Ok(results) => results.into_iter().next().and_then(|r| r.err()),
+            Err(e) => Some(e),
+        };
         return LeaveGroupResponse::default().with_error_code(code(error));
     }
     let who: Vec<(String, Option<String>)> = req
@@ -242,7 +236,10 @@ pub async fn leave_group(
         .iter()
         .map(|m| (m.member_id.to_string(), opt_string(&m.group_instance_id)))
         .collect();
-    let results = broker.groups.leave(&req.group_id, &who);
+    let results = match broker.groups.leave(&req.group_id, &who) {
+        Ok(results) => results,
+        Err(e) => return LeaveGroupResponse::default().with_error_code(e.code()),
+    };
     LeaveGroupResponse::default().with_members(
         who.into_iter()
             .zip(results)
@@ -314,10 +311,11 @@ pub async fn describe_groups(
             } else {
                 base
             };
-            if let Err(e) = broker.check_coordinator(id) {
-                return base.with_error_code(e.code());
-            }
-            let Some(d) = broker.groups.describe(id) else {
+            let d = match broker.groups.describe(id) {
+                Ok(d) => d,
+                Err(e) => return base.with_error_code(e.code()),
+            };
+            let Some(d) = d else {
                 // Kafka 4 (KIP-1043): v6 says GROUP_ID_NOT_FOUND, older versions "Dead".
                 let dead = base.with_group_state(str_bytes(GroupState::Dead.name()));
                 return if v >= 6 {
@@ -370,10 +368,7 @@ pub async fn delete_groups(
         let error = if id.is_empty() {
             Err(ResponseError::InvalidGroupId)
         } else {
-            match broker.check_coordinator(id) {
-                Ok(()) => broker.groups.delete_group(id).await,
-                Err(e) => Err(e),
-            }
+            broker.groups.delete_group(id).await
         };
         results.push(
             DeletableGroupResult::default()

@@ -20,7 +20,8 @@ use super::RequestContext;
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::clock::now_ms;
-use crate::coordinator::group::Committed;
+use crate::coordinator::offsets::Committed;
+use crate::coordinator::CommitError;
 
 /// Whether the topic and partition exist.
 fn known(broker: &Broker, topic: &str, partition: i32) -> bool {
@@ -40,7 +41,6 @@ pub async fn commit(
     // Per partition: Err(code) decided up front, or Ok(offset) to commit.
     type Checked = Vec<(i32, Result<Committed, ResponseError>)>;
     let mut results: Vec<(String, Checked)> = Vec::new();
-    let coordinator = broker.check_coordinator(&req.group_id);
     for t in &req.topics {
         let parts = t
             .partitions
@@ -48,8 +48,6 @@ pub async fn commit(
             .map(|p| {
                 let checked = if req.group_id.is_empty() {
                     Err(ResponseError::InvalidGroupId)
-                } else if let Err(e) = coordinator {
-                    Err(e)
                 } else if !known(broker, &t.name, p.partition_index) {
                     Err(ResponseError::UnknownTopicOrPartition)
                 } else if p
@@ -78,8 +76,10 @@ pub async fn commit(
                 .filter_map(|(p, r)| r.as_ref().ok().map(|c| (t.clone(), *p, c.clone())))
         })
         .collect();
-    let group_error = if to_commit.is_empty() {
-        None
+    // Asked even with nothing to commit: a broker that does not coordinate the group says
+    // so on every partition.
+    let committed = if req.group_id.is_empty() {
+        Ok(())
     } else {
         broker
             .groups
@@ -91,7 +91,6 @@ pub async fn commit(
                 to_commit,
             )
             .await
-            .err()
     };
     let topics = results
         .into_iter()
@@ -101,9 +100,11 @@ pub async fn commit(
                 .with_partitions(
                     ps.into_iter()
                         .map(|(p, r)| {
-                            let error = match r {
-                                Ok(_) => group_error,
-                                Err(e) => Some(e),
+                            let error = match (committed, r) {
+                                (Err(CommitError::Routing(e)), _) => Some(e),
+                                (_, Err(e)) => Some(e),
+                                (Err(CommitError::Refused(e)), Ok(_)) => Some(e),
+                                (Ok(()), Ok(_)) => None,
                             };
                             OffsetCommitResponsePartition::default()
                                 .with_partition_index(p)
@@ -117,21 +118,21 @@ pub async fn commit(
 }
 
 /// The committed offsets of one group, grouped by topic: (topic, [(partition, offset)]).
-type GroupOffsets = Vec<(String, Vec<(i32, Option<Committed>)>)>;
+type OffsetsByTopic = Vec<(String, Vec<(i32, Option<Committed>)>)>;
 
 fn fetch_group(
     broker: &Broker,
     group: &str,
     wanted: Option<Vec<(String, Vec<i32>)>>,
-) -> GroupOffsets {
-    let mut out: GroupOffsets = Vec::new();
-    for (t, p, c) in broker.groups.committed(group, wanted) {
+) -> Result<OffsetsByTopic, ResponseError> {
+    let mut out: OffsetsByTopic = Vec::new();
+    for (t, p, c) in broker.groups.committed(group, wanted)? {
         match out.last_mut() {
             Some((last, ps)) if *last == t => ps.push((p, c)),
             _ => out.push((t, vec![(p, c)])),
         }
     }
-    out
+    Ok(out)
 }
 
 /// (offset, leader epoch, metadata) as OffsetFetch answers them; -1 and "" when nothing
@@ -149,15 +150,16 @@ pub async fn fetch(
     req: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
     if ctx.version < 8 {
-        if let Err(e) = broker.check_coordinator(&req.group_id) {
-            return not_coordinator(ctx.version, e, req.topics);
-        }
-        let wanted = req.topics.map(|ts| {
-            ts.into_iter()
-                .map(|t| (t.name.to_string(), t.partition_indexes))
+        let wanted = req.topics.as_ref().map(|ts| {
+            ts.iter()
+                .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
                 .collect()
         });
-        let topics = fetch_group(broker, &req.group_id, wanted)
+        let offsets = match fetch_group(broker, &req.group_id, wanted) {
+            Ok(offsets) => offsets,
+            Err(e) => return not_coordinator(ctx.version, e, req.topics),
+        };
+        let topics = offsets
             .into_iter()
             .map(|(t, ps)| {
                 OffsetFetchResponseTopic::default()
@@ -186,17 +188,20 @@ pub async fn fetch(
         .groups
         .into_iter()
         .map(|g| {
-            if let Err(e) = broker.check_coordinator(&g.group_id) {
-                return OffsetFetchResponseGroup::default()
-                    .with_group_id(g.group_id)
-                    .with_error_code(e.code());
-            }
             let wanted = g.topics.map(|ts| {
                 ts.into_iter()
                     .map(|t| (t.name.to_string(), t.partition_indexes))
                     .collect()
             });
-            let topics = fetch_group(broker, &g.group_id, wanted)
+            let offsets = match fetch_group(broker, &g.group_id, wanted) {
+                Ok(offsets) => offsets,
+                Err(e) => {
+                    return OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id)
+                        .with_error_code(e.code())
+                }
+            };
+            let topics = offsets
                 .into_iter()
                 .map(|(t, ps)| {
                     OffsetFetchResponseTopics::default()
@@ -261,9 +266,6 @@ pub async fn delete(
     _ctx: &RequestContext<'_>,
     req: OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
-    if let Err(e) = broker.check_coordinator(&req.group_id) {
-        return OffsetDeleteResponse::default().with_error_code(e.code());
-    }
     let (known_topics, unknown): (Vec<_>, Vec<_>) = req
         .topics
         .iter()

@@ -13,7 +13,8 @@
 //!   past what it had applied before (a checkpoint per partition in the metadata store;
 //!   replay is last-write-wins per key, so applying again is harmless), and loads the
 //!   partition's groups into the coordinator. Until then requests for those groups get
-//!   COORDINATOR_LOAD_IN_PROGRESS; on other brokers, NOT_COORDINATOR.
+//!   COORDINATOR_LOAD_IN_PROGRESS; on other brokers, NOT_COORDINATOR (the coordinator asks
+//!   [`GroupLog::check`] before serving a group).
 //! - The log is never cleaned (no compaction yet): it grows with every commit.
 
 use std::collections::HashMap;
@@ -96,19 +97,6 @@ impl GroupPartitions {
 
     fn count(&self) -> Option<usize> {
         lock(&self.topic).map(|(_, n)| n)
-    }
-
-    /// Whether this broker coordinates `group` now: Ok, COORDINATOR_LOAD_IN_PROGRESS while
-    /// its partition loads, NOT_COORDINATOR otherwise.
-    pub fn check(&self, group: &str) -> std::result::Result<(), ResponseError> {
-        let Some(n) = self.count() else {
-            return Err(ResponseError::NotCoordinator);
-        };
-        match lock(&self.slots).get(&partition_for(group, n)) {
-            Some(Slot::Loaded(_)) => Ok(()),
-            Some(Slot::Loading(_)) => Err(ResponseError::CoordinatorLoadInProgress),
-            None => Err(ResponseError::NotCoordinator),
-        }
     }
 
     /// Follows the image: starts loading the partitions this broker now leads, unloads the
@@ -360,6 +348,19 @@ impl GroupPartitions {
 }
 
 impl GroupLog for GroupPartitions {
+    /// Ok once the group's partition is loaded, COORDINATOR_LOAD_IN_PROGRESS while it
+    /// loads, NOT_COORDINATOR when this broker does not lead it.
+    fn check(&self, group_id: &str) -> std::result::Result<(), ResponseError> {
+        let Some(n) = self.count() else {
+            return Err(ResponseError::NotCoordinator);
+        };
+        match lock(&self.slots).get(&partition_for(group_id, n)) {
+            Some(Slot::Loaded(_)) => Ok(()),
+            Some(Slot::Loading(_)) => Err(ResponseError::CoordinatorLoadInProgress),
+            None => Err(ResponseError::NotCoordinator),
+        }
+    }
+
     fn submit(&self, group_id: &str, changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {
         let (done, rx) = oneshot::channel();
         let writer = self.count().and_then(|n| {
