@@ -343,19 +343,7 @@ impl ControllerNode {
                 incarnation,
                 endpoints,
                 rack,
-            } => self
-                .decide(|image, active| {
-                    let rs = image
-                        .register_broker(id, incarnation, endpoints, rack)
-                        .map_err(err)?;
-                    active.sessions.registered(id, Instant::now());
-                    Ok(((), rs))
-                })
-                .await
-                .map(|()| {
-                    let epoch = self.image.borrow().brokers.get(&id).map_or(-1, |b| b.epoch);
-                    BrokerReply::Registered { epoch }
-                }),
+            } => self.register(id, incarnation, endpoints, rack).await,
             BrokerRequest::Heartbeat {
                 broker,
                 broker_epoch,
@@ -363,26 +351,12 @@ impl ControllerNode {
                 want_fence,
                 want_shut_down,
             } => {
-                let hb = Heartbeat {
+                self.heartbeat(Heartbeat {
                     broker,
                     broker_epoch,
                     metadata_offset,
                     want_fence,
                     want_shut_down,
-                };
-                self.decide(|image, active| {
-                    let (answer, rs) = active.sessions.heartbeat(image, &hb, Instant::now());
-                    if let Some(e) = answer.error {
-                        return Err(err(e));
-                    }
-                    Ok((
-                        BrokerReply::Heartbeat {
-                            is_caught_up: answer.is_caught_up,
-                            is_fenced: answer.is_fenced,
-                            should_shut_down: answer.should_shut_down,
-                        },
-                        rs,
-                    ))
                 })
                 .await
             }
@@ -417,35 +391,14 @@ impl ControllerNode {
                 validate_only,
                 assignment,
             } => {
-                let id = Uuid::new_v4();
-                self.decide(|image, active| {
-                    if let Some(a) = &assignment {
-                        let rs = image
-                            .create_topic_assigned(&name, id, a, configs)
-                            .map_err(BrokerReply::explained)?;
-                        return Ok((
-                            BrokerReply::TopicCreated { id },
-                            if validate_only { Vec::new() } else { rs },
-                        ));
-                    }
-                    active.next_start = active.next_start.wrapping_add(1);
-                    let rs = image
-                        .create_topic(&name, id, partitions, replication_factor, configs, active.next_start)
-                        .map_err(|e| BrokerReply::Error {
-                            code: e.code(),
-                            message: Some(match e {
-                                kafka_protocol::ResponseError::InvalidReplicationFactor => format!(
-                                    "replication factor {replication_factor} is larger than the {} available brokers",
-                                    image.eligible_ids().len()
-                                ),
-                                _ => e.to_string(),
-                            }),
-                        })?;
-                    Ok((
-                        BrokerReply::TopicCreated { id },
-                        if validate_only { Vec::new() } else { rs },
-                    ))
-                })
+                self.create_topic(
+                    name,
+                    partitions,
+                    replication_factor,
+                    configs,
+                    validate_only,
+                    assignment,
+                )
                 .await
             }
             BrokerRequest::SetTopicConfigs { name, configs } => {
@@ -474,10 +427,7 @@ impl ControllerNode {
                     let rs = image
                         .add_partitions(&name, count, active.next_start, assignment.as_deref())
                         .map_err(BrokerReply::explained)?;
-                    Ok((
-                        BrokerReply::Done,
-                        if validate_only { Vec::new() } else { rs },
-                    ))
+                    Ok((BrokerReply::Done, unless_validating(validate_only, rs)))
                 })
                 .await
             }
@@ -523,6 +473,88 @@ impl ControllerNode {
         };
         result.unwrap_or_else(|reply| reply)
     }
+
+    /// BrokerRegistration: the broker's epoch is the offset of its registration record.
+    async fn register(
+        &self,
+        id: i32,
+        incarnation: Uuid,
+        endpoints: Vec<super::metadata::Endpoint>,
+        rack: Option<String>,
+    ) -> Result<BrokerReply, BrokerReply> {
+        self.decide(|image, active| {
+            let rs = image
+                .register_broker(id, incarnation, endpoints, rack)
+                .map_err(BrokerReply::error)?;
+            active.sessions.registered(id, Instant::now());
+            Ok(((), rs))
+        })
+        .await
+        .map(|()| {
+            let epoch = self.image.borrow().brokers.get(&id).map_or(-1, |b| b.epoch);
+            BrokerReply::Registered { epoch }
+        })
+    }
+
+    /// BrokerHeartbeat: keeps the session, unfences a caught-up broker, moves leaderships
+    /// off one that shuts down.
+    async fn heartbeat(&self, hb: Heartbeat) -> Result<BrokerReply, BrokerReply> {
+        self.decide(|image, active| {
+            let (answer, rs) = active.sessions.heartbeat(image, &hb, Instant::now());
+            if let Some(e) = answer.error {
+                return Err(BrokerReply::error(e));
+            }
+            Ok((
+                BrokerReply::Heartbeat {
+                    is_caught_up: answer.is_caught_up,
+                    is_fenced: answer.is_fenced,
+                    should_shut_down: answer.should_shut_down,
+                },
+                rs,
+            ))
+        })
+        .await
+    }
+
+    /// CreateTopics: replicas as assigned, or spread round-robin over eligible brokers.
+    async fn create_topic(
+        &self,
+        name: String,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+        assignment: Option<Vec<Vec<i32>>>,
+    ) -> Result<BrokerReply, BrokerReply> {
+        let id = Uuid::new_v4();
+        self.decide(|image, active| {
+            let rs = match &assignment {
+                Some(a) => image
+                    .create_topic_assigned(&name, id, a, configs)
+                    .map_err(BrokerReply::explained)?,
+                None => {
+                    active.next_start = active.next_start.wrapping_add(1);
+                    image
+                        .create_topic(&name, id, partitions, replication_factor, configs, active.next_start)
+                        .map_err(|e| BrokerReply::Error {
+                            code: e.code(),
+                            message: Some(match e {
+                                kafka_protocol::ResponseError::InvalidReplicationFactor => format!(
+                                    "replication factor {replication_factor} is larger than the {} available brokers",
+                                    image.eligible_ids().len()
+                                ),
+                                _ => e.to_string(),
+                            }),
+                        })?
+                }
+            };
+            Ok((
+                BrokerReply::TopicCreated { id },
+                unless_validating(validate_only, rs),
+            ))
+        })
+        .await
+    }
 }
 
 /// The id of topic `name`, or UNKNOWN_TOPIC_OR_PARTITION.
@@ -530,4 +562,13 @@ fn topic_id(image: &Image, name: &str) -> Result<Uuid, BrokerReply> {
     image.names.get(name).copied().ok_or(BrokerReply::error(
         kafka_protocol::ResponseError::UnknownTopicOrPartition,
     ))
+}
+
+/// The records of a decision, or none when the request only validates.
+fn unless_validating(validate_only: bool, records: Vec<Record>) -> Vec<Record> {
+    if validate_only {
+        Vec::new()
+    } else {
+        records
+    }
 }

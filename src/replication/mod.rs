@@ -195,6 +195,14 @@ impl Cluster {
                     Some(BrokerReply::Registered { epoch }) => {
                         tracing::info!(epoch, "registered with the controller");
                         self.epoch.store(epoch, Ordering::Release);
+                        // The controller unfences a broker whose heartbeat shows it applied
+                        // its own registration: wait for that (bounded by one interval)
+                        // rather than heartbeat at once, be found behind, and wait a whole
+                        // interval for the next try, as Kafka's broker also waits to catch
+                        // up before its first heartbeat asks to be unfenced.
+                        let mut applied = self.applied.subscribe();
+                        let _ =
+                            tokio::time::timeout(interval, applied.wait_for(|a| *a >= epoch)).await;
                         continue;
                     }
                     other => {
