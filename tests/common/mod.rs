@@ -61,6 +61,19 @@ impl Broker {
         b
     }
 
+    /// Starts on an existing data dir (which the test owns).
+    pub fn start_in(dir: &Path, overrides: &[&str]) -> Broker {
+        let mut b = Broker {
+            child: None,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            dir: dir.to_path_buf(),
+            _tmp: None,
+            extra: overrides.iter().map(|s| s.to_string()).collect(),
+        };
+        b.spawn(free_port());
+        b
+    }
+
     fn spawn(&mut self, port: u16) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
         cmd.arg("--override")
