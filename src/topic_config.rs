@@ -6,27 +6,10 @@
 
 use std::collections::BTreeMap;
 
+// Broker and topic configs share these; they live with the broker table, the lower layer.
+pub use crate::config::keys::{Kind, Source};
 use crate::config::Config;
 use crate::error::{Error, Result};
-
-/// Kafka's ConfigType as DescribeConfigs v3+ reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Boolean = 1,
-    String = 2,
-    Int = 3,
-    Long = 5,
-    Double = 6,
-    List = 7,
-}
-
-/// Where a config value came from, as Kafka's DescribeConfigs `config_source`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    DynamicTopic = 1,
-    StaticBroker = 4,
-    Default = 5,
-}
 
 pub struct Key {
     pub name: &'static str,
@@ -204,13 +187,16 @@ pub fn validate(name: &str, value: &str) -> Result<()> {
                 return Err(bad("expected true or false"));
             }
         }
-        Kind::Int | Kind::Long => {
+        Kind::Short | Kind::Int | Kind::Long => {
             let n: i64 = value
                 .trim()
                 .parse()
                 .map_err(|_| bad("expected a whole number"))?;
             if k.kind == Kind::Int && i32::try_from(n).is_err() {
                 return Err(bad("out of range for an int"));
+            }
+            if k.kind == Kind::Short && i16::try_from(n).is_err() {
+                return Err(bad("out of range for a short"));
             }
             if let Some(min) = k.min {
                 if (n as f64) < min {

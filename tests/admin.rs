@@ -433,3 +433,69 @@ fn broker_configs_only_take_deletes_and_one_node_has_nothing_to_reassign() {
     assert_eq!(listed.error_code, 0);
     assert!(listed.topics.is_empty());
 }
+
+/// The broker resource lists every key Cairn accepts, with Kafka's sources and synonyms:
+/// a key set in the config is STATIC_BROKER_CONFIG (4), one left alone DEFAULT_CONFIG (5).
+#[test]
+fn broker_configs_describe_every_key_with_sources_and_synonyms() {
+    let b = Broker::start_with(&["log.retention.hours=2"]);
+    let mut c = b.client();
+    let describe = |c: &mut common::Client, extras: bool| -> DescribeConfigsResponse {
+        c.send(
+            ApiKey::DescribeConfigs,
+            4,
+            &DescribeConfigsRequest::default()
+                .with_include_synonyms(extras)
+                .with_include_documentation(extras)
+                .with_resources(vec![DescribeConfigsResource::default()
+                    .with_resource_type(4)
+                    .with_resource_name(s("1"))]),
+        )
+    };
+    let r = describe(&mut c, true);
+    assert_eq!(r.results[0].error_code, 0);
+    let find = |r: &DescribeConfigsResponse, k: &str| {
+        r.results[0]
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == k)
+            .cloned()
+            .unwrap_or_else(|| panic!("{k} is not described"))
+    };
+    for (key, value, source) in [
+        ("unclean.leader.election.enable", "false", 5),
+        ("replica.lag.time.max.ms", "30000", 5),
+        ("log.retention.hours", "2", 4),
+        ("log.dirs", b.dir.to_str().unwrap(), 4),
+        ("metrics.listener", "none", 4),
+    ] {
+        let e = find(&r, key);
+        assert_eq!(e.value.as_deref(), Some(value), "{key}");
+        assert_eq!(e.config_source, source, "{key}");
+        assert!(e.read_only, "{key}: broker configs are static");
+        assert!(e.documentation.is_some_and(|d| !d.is_empty()), "{key}");
+    }
+    let retention = find(&r, "log.retention.ms");
+    assert_eq!(retention.value.as_deref(), Some("7200000"));
+    assert_eq!(retention.config_source, 4);
+    assert_eq!(retention.config_type, 5, "LONG");
+    let synonyms: Vec<(&str, Option<&str>, i8)> = retention
+        .synonyms
+        .iter()
+        .map(|s| (s.name.as_str(), s.value.as_deref(), s.source))
+        .collect();
+    assert_eq!(
+        synonyms,
+        vec![
+            ("log.retention.hours", Some("2"), 4),
+            ("log.retention.hours", Some("168"), 5),
+        ]
+    );
+
+    let plain = describe(&mut c, false);
+    assert_eq!(plain.results[0].configs.len(), r.results[0].configs.len());
+    assert!(plain.results[0]
+        .configs
+        .iter()
+        .all(|c| c.synonyms.is_empty() && c.documentation.is_none()));
+}
