@@ -112,8 +112,8 @@ pub struct Config {
     pub node_id: i32,
     pub listeners: Vec<Listener>,
     pub advertised_listeners: Vec<Listener>,
-    /// `listener.security.protocol.map` as given, or Kafka's default: listener name to
-    /// security protocol.
+    /// `listener.security.protocol.map` as given, or Kafka's default derived from
+    /// `controller.listener.names`: listener name to security protocol.
     pub listener_security_protocol_map: BTreeMap<String, String>,
     /// `log.dirs`: the first also holds topics, groups and other metadata; partitions are
     /// spread over all of them.
@@ -557,6 +557,46 @@ mod tests {
             let e = with(&extra);
             assert!(e.contains(key) && e.contains(words), "{extra:?}: {e}");
         }
+    }
+
+    #[test]
+    fn controller_listeners_default_to_plaintext_like_kafka() {
+        let kraft = |quorum: &'static str| {
+            vec![
+                "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+                "process.roles=broker,controller",
+                "controller.listener.names=CONTROLLER",
+                quorum,
+            ]
+        };
+        for quorum in [
+            "controller.quorum.voters=1@127.0.0.1:9093",
+            "controller.quorum.bootstrap.servers=127.0.0.1:9093",
+        ] {
+            let c = load(&kraft(quorum)).unwrap();
+            assert_eq!(c.cluster.controller_listeners[0].name, "CONTROLLER");
+            assert_eq!(c.listeners[0].name, "PLAINTEXT");
+            assert_eq!(c.listener_security_protocol_map["CONTROLLER"], "PLAINTEXT");
+            assert_eq!(c.listener_security_protocol_map["SASL_SSL"], "SASL_SSL");
+        }
+        // A listener name that maps to nothing is still refused...
+        let e = load(&["listeners=PLAINTEXT://127.0.0.1:9092,OTHER://127.0.0.1:9094"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("listener name OTHER is not in listener.security.protocol.map"),
+            "{e}"
+        );
+        // ...and a map that is set is taken as it is, as Kafka does.
+        let mut explicit = kraft("controller.quorum.voters=1@127.0.0.1:9093");
+        explicit.push("listener.security.protocol.map=PLAINTEXT:PLAINTEXT");
+        let e = load(&explicit).unwrap_err().to_string();
+        assert!(e.contains("CONTROLLER is not in"), "{e}");
+        // With a secure listener PLAINTEXT is no safe guess, so Kafka adds no mapping.
+        let mut secure = kraft("controller.quorum.voters=1@127.0.0.1:9093");
+        secure[0] = "listeners=CONTROLLER://127.0.0.1:9093,SSL://127.0.0.1:9094";
+        let e = load(&secure).unwrap_err().to_string();
+        assert!(e.contains("CONTROLLER is not in"), "{e}");
     }
 
     #[test]

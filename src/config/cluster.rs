@@ -16,7 +16,7 @@ pub(super) struct Listeners {
     pub controller: Vec<Listener>,
     /// What Metadata tells clients: never a controller listener.
     pub advertised: Vec<Listener>,
-    /// `listener.security.protocol.map` as given, or Kafka's default.
+    /// `listener.security.protocol.map` as given, or Kafka's derived default.
     pub protocol_map: BTreeMap<String, String>,
 }
 
@@ -24,7 +24,7 @@ pub(super) struct Listeners {
 pub(super) fn parse_listeners(p: &Props<'_>) -> Result<Listeners, ConfigError> {
     let roles = roles(p)?;
     let controller_names = controller_names(p);
-    let protocol_map = protocol_map(p)?;
+    let protocol_map = protocol_map(p, !roles.is_empty(), &controller_names)?;
     let listeners = parse_listener_list("listeners", p.text("listeners"), &protocol_map)?;
     if listeners.is_empty() {
         return Err(invalid(
@@ -146,12 +146,38 @@ fn check_controller_names(
     Ok(())
 }
 
-/// `listener.security.protocol.map` as given, else each security protocol names itself.
-fn protocol_map(p: &Props<'_>) -> Result<BTreeMap<String, String>, ConfigError> {
-    parse_protocol_map(
-        p.get("listener.security.protocol.map")
-            .unwrap_or(PROTOCOL_MAP_DEFAULT),
-    )
+/// `listener.security.protocol.map` as given. Unset on a KRaft node, it is Kafka's derived
+/// default (`KafkaConfig.effectiveListenerSecurityProtocolMap`): each security protocol
+/// names itself, and each controller listener name is PLAINTEXT, so
+/// `listeners=PLAINTEXT://...,CONTROLLER://...` works without a map, as in Kafka. Like
+/// Kafka, no controller mapping is added once a listener or controller name is SSL or
+/// SASL_*, since then PLAINTEXT is not a safe guess.
+fn protocol_map(
+    p: &Props<'_>,
+    kraft: bool,
+    controller_names: &[String],
+) -> Result<BTreeMap<String, String>, ConfigError> {
+    if let Some(given) = p.get("listener.security.protocol.map") {
+        return parse_protocol_map(given);
+    }
+    let mut map = parse_protocol_map(PROTOCOL_MAP_DEFAULT)?;
+    let secure = |name: &str| ["SSL", "SASL_PLAINTEXT", "SASL_SSL"].contains(&name);
+    let listener_names: Vec<String> = p
+        .text("listeners")
+        .split(',')
+        .filter_map(|l| l.trim().split_once("://"))
+        .map(|(name, _)| name.to_ascii_uppercase())
+        .collect();
+    let any_secure = controller_names
+        .iter()
+        .chain(&listener_names)
+        .any(|n| secure(n));
+    if kraft && !any_secure {
+        for name in controller_names {
+            map.insert(name.clone(), "PLAINTEXT".to_string());
+        }
+    }
+    Ok(map)
 }
 
 fn parse_protocol_map(v: &str) -> Result<BTreeMap<String, String>, ConfigError> {

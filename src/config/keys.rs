@@ -147,7 +147,7 @@ pub static KEYS: &[Key] = &[
                 .collect::<Vec<_>>()
                 .join(",")
         }),
-        doc: "Security protocol of each listener name.",
+        doc: "Security protocol of each listener name; unset, controller listeners are PLAINTEXT.",
         ..text("listener.security.protocol.map", Kind::String)
     },
     Key {
