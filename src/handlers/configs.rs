@@ -9,6 +9,7 @@ use std::sync::Arc;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
+use kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig;
 use kafka_protocol::messages::{
     alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
     AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
@@ -189,6 +190,9 @@ pub async fn alter(
                             .map(|v| (c.name.to_string(), v.to_string()))
                     })
                     .collect();
+                // Serialised with IncrementalAlterConfigs, whose read-modify-write would
+                // otherwise write back a set read before this replacement.
+                let _serialised = broker.catalog.config_changes.lock().await;
                 broker
                     .set_topic_configs(r.resource_name.as_str(), configs, req.validate_only)
                     .await
@@ -219,17 +223,15 @@ pub async fn incremental_alter(
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in &req.resources {
         let result = match r.resource_type {
-            RESOURCE_TOPIC => match broker.catalog.get(r.resource_name.as_str()) {
-                None => Err(Error::UnknownTopicOrPartition),
-                Some(t) => match apply_ops(&t.overrides, &broker.config, &r.configs) {
-                    Ok(next) => {
-                        broker
-                            .set_topic_configs(&t.name, next, req.validate_only)
-                            .await
-                    }
-                    Err(e) => Err(e),
-                },
-            },
+            RESOURCE_TOPIC => {
+                alter_topic_incrementally(
+                    broker,
+                    r.resource_name.as_str(),
+                    &r.configs,
+                    req.validate_only,
+                )
+                .await
+            }
             // Cairn has no dynamic broker configs, so deleting one is always a no-op that
             // succeeds, as in Kafka for a key never set (kafka-reassign-partitions clears
             // its throttles this way); anything else is refused.
@@ -254,11 +256,30 @@ pub async fn incremental_alter(
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
+/// Reads a topic's overrides, applies `ops` and writes the result, holding
+/// `config_changes` throughout so no other change comes between the read and the write.
+async fn alter_topic_incrementally(
+    broker: &Broker,
+    name: &str,
+    ops: &[AlterableConfig],
+    validate_only: bool,
+) -> Result<()> {
+    let _serialised = broker.catalog.config_changes.lock().await;
+    let topic = broker
+        .catalog
+        .get(name)
+        .ok_or(Error::UnknownTopicOrPartition)?;
+    let next = apply_ops(&topic.overrides, &broker.config, ops)?;
+    broker
+        .set_topic_configs(&topic.name, next, validate_only)
+        .await
+}
+
 /// Applies SET / DELETE / APPEND / SUBTRACT to a topic's overrides.
 fn apply_ops(
     current: &BTreeMap<String, String>,
     broker: &Config,
-    ops: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
+    ops: &[AlterableConfig],
 ) -> Result<BTreeMap<String, String>> {
     let mut next = current.clone();
     for op in ops {
