@@ -145,34 +145,15 @@ pub fn lookup(name: &str) -> Option<&'static Key> {
 
 /// The broker-derived default of a key and whether it was set explicitly in the broker config.
 pub fn default_value(k: &Key, broker: &Config) -> (String, Source) {
-    let Some(bk) = k.broker_key else {
-        return (k.default.to_string(), Source::Default);
-    };
-    let value = match bk {
-        "message.max.bytes" => broker.message_bytes_max.to_string(),
-        "min.insync.replicas" => broker.min_insync_replicas.to_string(),
-        "log.retention.bytes" => broker.log_retention_bytes.to_string(),
-        "log.retention.ms" => broker.log_retention_ms.to_string(),
-        _ => k.default.to_string(),
-    };
-    let explicit = match bk {
-        "log.retention.ms" => [
-            "log.retention.ms",
-            "log.retention.minutes",
-            "log.retention.hours",
-        ]
-        .iter()
-        .any(|b| broker.explicit.contains_key(*b)),
-        other => broker.explicit.contains_key(other),
-    };
-    (
-        value,
-        if explicit {
-            Source::StaticBroker
-        } else {
-            Source::Default
-        },
-    )
+    // The broker table gives the broker key's value in force and whether it was set, its
+    // synonyms included (log.retention.hours sets log.retention.ms).
+    match k.broker_key.and_then(crate::config::keys::lookup) {
+        Some(b) => {
+            let d = crate::config::keys::describe(b, broker);
+            (d.value.unwrap_or_else(|| k.default.to_string()), d.source)
+        }
+        None => (k.default.to_string(), Source::Default),
+    }
 }
 
 /// Checks one topic config; the error names the key and says why.
@@ -286,6 +267,11 @@ mod tests {
 
     #[test]
     fn broker_settings_are_topic_defaults() {
+        for k in KEYS {
+            if let Some(bk) = k.broker_key {
+                assert!(crate::config::keys::lookup(bk).is_some(), "{bk}");
+            }
+        }
         let broker = Config::load(None, Vec::new(), &["log.retention.hours=1".into()]).unwrap();
         let k = lookup("retention.ms").unwrap();
         assert_eq!(
