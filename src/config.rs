@@ -4,10 +4,19 @@
 //! Keys and defaults are Kafka's, so an existing `server.properties` works unchanged. Keys
 //! Cairn does not know are logged and ignored; a known key with a bad value stops start-up
 //! with a message naming the key (see [`ConfigError`]).
+//!
+//! Every key Cairn accepts is one row of [`keys::KEYS`]: its check, default, type,
+//! synonyms and documentation. The listener and KRaft keys, which are checked against each
+//! other, are read in `cluster`.
+
+mod cluster;
+pub mod keys;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+
+use keys::Props;
 
 /// A configuration problem, reported to the operator before the broker starts.
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +112,9 @@ pub struct Config {
     pub node_id: i32,
     pub listeners: Vec<Listener>,
     pub advertised_listeners: Vec<Listener>,
+    /// `listener.security.protocol.map` as given, or Kafka's default derived from
+    /// `controller.listener.names`: listener name to security protocol.
+    pub listener_security_protocol_map: BTreeMap<String, String>,
     /// `log.dirs`: the first also holds topics, groups and other metadata; partitions are
     /// spread over all of them.
     pub log_dirs: Vec<PathBuf>,
@@ -248,55 +260,6 @@ fn unescape(c: char) -> char {
     }
 }
 
-/// Every key Cairn honours, so the rest can be reported as ignored.
-pub const KNOWN_KEYS: &[&str] = &[
-    "node.id",
-    "broker.id",
-    "listeners",
-    "advertised.listeners",
-    "listener.security.protocol.map",
-    "log.dirs",
-    "log.dir",
-    "num.partitions",
-    "default.replication.factor",
-    "auto.create.topics.enable",
-    "message.max.bytes",
-    "socket.request.max.bytes",
-    "log.retention.ms",
-    "log.retention.minutes",
-    "log.retention.hours",
-    "log.retention.bytes",
-    "log.retention.check.interval.ms",
-    "min.insync.replicas",
-    "delete.topic.enable",
-    "group.initial.rebalance.delay.ms",
-    "group.min.session.timeout.ms",
-    "group.max.session.timeout.ms",
-    "group.consumer.session.timeout.ms",
-    "group.consumer.heartbeat.interval.ms",
-    "offsets.retention.minutes",
-    "offsets.retention.check.interval.ms",
-    "offset.metadata.max.bytes",
-    "metrics.listener",
-    "metrics.partition.series.enable",
-    "process.roles",
-    "controller.quorum.voters",
-    "controller.quorum.bootstrap.servers",
-    "controller.listener.names",
-    "inter.broker.listener.name",
-    "offsets.topic.replication.factor",
-    "offsets.topic.num.partitions",
-    "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr",
-    "unclean.leader.election.enable",
-    "auto.leader.rebalance.enable",
-    "leader.imbalance.check.interval.seconds",
-    "leader.imbalance.per.broker.percentage",
-    "replica.lag.time.max.ms",
-    "broker.session.timeout.ms",
-    "broker.heartbeat.interval.ms",
-];
-
 impl Config {
     /// Loads the configuration as `cairn [file] [--override k=v]...` sees it.
     pub fn load(
@@ -329,451 +292,113 @@ impl Config {
         Config::from_props(props)
     }
 
-    /// Builds a config from merged key/value pairs, validating each known key.
+    /// Builds a config from merged key/value pairs. Every known key that was set is checked
+    /// against [`keys::KEYS`] first; then each setting is read, its default coming from the
+    /// same table, and the rules between keys are checked.
     pub fn from_props(props: BTreeMap<String, String>) -> Result<Config, ConfigError> {
-        for key in props.keys() {
-            if !KNOWN_KEYS.contains(&key.as_str()) {
-                tracing::warn!(key = %key, "unknown or unsupported config key ignored");
-            }
-        }
-        let p = Props(&props);
-        let node_id = match p.get("node.id").or(p.get("broker.id")) {
-            Some(_) if p.get("node.id").is_some() => p.int("node.id", 0, i32::MAX as i64)? as i32,
-            Some(_) => p.int("broker.id", 0, i32::MAX as i64)? as i32,
-            None => 1,
-        };
-        let protocol_map = parse_protocol_map(p.get("listener.security.protocol.map").unwrap_or(
-            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-        ))?;
-        let listeners = parse_listeners(
-            "listeners",
-            p.get("listeners").unwrap_or("PLAINTEXT://127.0.0.1:9092"),
-            &protocol_map,
-        )?;
-        if listeners.is_empty() {
-            return Err(invalid(
-                "listeners",
-                "",
-                "at least one listener is required",
-            ));
-        }
-        let (listeners, cluster) = parse_cluster(&p, node_id, listeners)?;
-        let advertised_listeners = match p.get("advertised.listeners") {
-            Some(v) => parse_listeners("advertised.listeners", v, &protocol_map)?,
-            None => listeners
-                .iter()
-                .map(|l| Listener {
-                    host: advertised_host(&l.host),
-                    ..l.clone()
-                })
-                .collect(),
-        };
-        // Controllers' addresses are for the quorum, never for clients' metadata.
-        let advertised_listeners: Vec<Listener> = advertised_listeners
-            .into_iter()
-            .filter(|l| !cluster.controller_listener_names.contains(&l.name))
-            .collect();
-        for a in &advertised_listeners {
-            if a.host == "0.0.0.0" || a.host == "::" {
-                return Err(invalid(
-                    "advertised.listeners",
-                    &format!("{}://{}:{}", a.name, a.host, a.port),
-                    "cannot advertise the non-routable meta-address; name a host clients can reach",
-                ));
-            }
-        }
-        let log_dirs = match p.get("log.dirs").or(p.get("log.dir")) {
-            Some(v) => {
-                let dirs: Vec<PathBuf> = v
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(PathBuf::from)
-                    .collect();
-                if dirs.is_empty() {
-                    return Err(invalid("log.dirs", v, "no directory given"));
-                }
-                let mut seen = std::collections::BTreeSet::new();
-                if let Some(dup) = dirs.iter().find(|d| !seen.insert(*d)) {
-                    return Err(invalid(
-                        "log.dirs",
-                        v,
-                        &format!("{} is listed twice", dup.display()),
-                    ));
-                }
-                dirs
-            }
-            None => vec![PathBuf::from("./data")],
-        };
-        let log_retention_ms = if p.get("log.retention.ms").is_some() {
-            p.int("log.retention.ms", -1, i64::MAX)?
-        } else if p.get("log.retention.minutes").is_some() {
-            p.int("log.retention.minutes", -1, i64::MAX / 60_000)?
-                .saturating_mul(60_000)
-                .max(-1)
-        } else {
-            p.int_or("log.retention.hours", 168, -1, i64::MAX / 3_600_000)?
-                .saturating_mul(3_600_000)
-                .max(-1)
-        };
-        let metrics_listener = match p.get("metrics.listener") {
-            None => Some("0.0.0.0:9644".parse().expect("valid default")),
-            Some("") | Some("none") => None,
-            Some(v) => Some(v.parse().map_err(|_| {
-                invalid(
-                    "metrics.listener",
-                    v,
-                    "expected host:port, e.g. 0.0.0.0:9644",
-                )
-            })?),
-        };
-        let group_min_session =
-            p.int_or("group.min.session.timeout.ms", 6000, 0, i32::MAX as i64)? as u64;
-        let group_max_session = p.int_or(
-            "group.max.session.timeout.ms",
-            1_800_000,
-            0,
-            i32::MAX as i64,
-        )? as u64;
-        if group_max_session < group_min_session {
-            return Err(invalid(
-                "group.max.session.timeout.ms",
-                &group_max_session.to_string(),
-                "must not be below group.min.session.timeout.ms",
-            ));
-        }
+        let p = Props::checked(&props)?;
+        let node_id = p.int(p.winner(&["node.id", "broker.id"]))? as i32;
+        let listeners = cluster::parse_listeners(&p)?;
+        let cluster = cluster::parse(&p, node_id, &listeners)?;
+        let (group_min_session_timeout_ms, group_max_session_timeout_ms) = group_sessions(&p)?;
         Ok(Config {
             node_id,
-            listeners,
-            advertised_listeners,
-            log_dirs,
-            num_partitions: p.int_or("num.partitions", 1, 1, 1_000_000)? as i32,
-            default_replication_factor: p.int_or(
-                "default.replication.factor",
-                1,
-                1,
-                i16::MAX as i64,
-            )? as i16,
-            auto_create_topics_enable: p.bool_or("auto.create.topics.enable", true)?,
-            message_bytes_max: p.int_or("message.max.bytes", 1_048_588, 0, i32::MAX as i64)? as i32,
-            socket_request_bytes_max: p.int_or(
-                "socket.request.max.bytes",
-                104_857_600,
-                1,
-                i32::MAX as i64,
-            )? as i32,
-            log_retention_ms,
-            log_retention_bytes: p.int_or("log.retention.bytes", -1, -1, i64::MAX)?,
-            log_retention_check_interval_ms: p.int_or(
-                "log.retention.check.interval.ms",
-                300_000,
-                1,
-                i64::MAX,
-            )? as u64,
-            min_insync_replicas: p.int_or("min.insync.replicas", 1, 1, i32::MAX as i64)? as i32,
-            delete_topic_enable: p.bool_or("delete.topic.enable", true)?,
-            group_initial_rebalance_delay_ms: p.int_or(
-                "group.initial.rebalance.delay.ms",
-                3000,
-                0,
-                i32::MAX as i64,
-            )? as u64,
-            group_min_session_timeout_ms: group_min_session,
-            group_max_session_timeout_ms: group_max_session,
-            group_consumer_session_timeout_ms: p.int_or(
-                "group.consumer.session.timeout.ms",
-                45_000,
-                1,
-                i32::MAX as i64,
-            )? as u64,
-            group_consumer_heartbeat_interval_ms: p.int_or(
-                "group.consumer.heartbeat.interval.ms",
-                5_000,
-                1,
-                i32::MAX as i64,
-            )? as u64,
-            offsets_retention_ms: p.int_or(
-                "offsets.retention.minutes",
-                10_080,
-                1,
-                i32::MAX as i64,
-            )? as u64
-                * 60_000,
-            offsets_retention_check_interval_ms: p.int_or(
-                "offsets.retention.check.interval.ms",
-                600_000,
-                1,
-                i64::MAX,
-            )? as u64,
-            offset_metadata_bytes_max: p.int_or(
-                "offset.metadata.max.bytes",
-                4096,
-                0,
-                i32::MAX as i64,
-            )? as usize,
-            metrics_listener,
-            metrics_partition_series: p.bool_or("metrics.partition.series.enable", true)?,
+            listeners: listeners.client,
+            advertised_listeners: listeners.advertised,
+            listener_security_protocol_map: listeners.protocol_map,
+            log_dirs: log_dirs(&p)?,
+            num_partitions: p.int("num.partitions")? as i32,
+            default_replication_factor: p.int("default.replication.factor")? as i16,
+            auto_create_topics_enable: p.bool("auto.create.topics.enable")?,
+            message_bytes_max: p.int("message.max.bytes")? as i32,
+            socket_request_bytes_max: p.int("socket.request.max.bytes")? as i32,
+            log_retention_ms: log_retention_ms(&p)?,
+            log_retention_bytes: p.int("log.retention.bytes")?,
+            log_retention_check_interval_ms: p.int("log.retention.check.interval.ms")? as u64,
+            min_insync_replicas: p.int("min.insync.replicas")? as i32,
+            delete_topic_enable: p.bool("delete.topic.enable")?,
+            group_initial_rebalance_delay_ms: p.int("group.initial.rebalance.delay.ms")? as u64,
+            group_min_session_timeout_ms,
+            group_max_session_timeout_ms,
+            group_consumer_session_timeout_ms: p.int("group.consumer.session.timeout.ms")? as u64,
+            group_consumer_heartbeat_interval_ms: p.int("group.consumer.heartbeat.interval.ms")?
+                as u64,
+            offsets_retention_ms: p.int("offsets.retention.minutes")? as u64 * 60_000,
+            offsets_retention_check_interval_ms: p.int("offsets.retention.check.interval.ms")?
+                as u64,
+            offset_metadata_bytes_max: p.int("offset.metadata.max.bytes")? as usize,
+            metrics_listener: metrics_listener(&p)?,
+            metrics_partition_series: p.bool("metrics.partition.series.enable")?,
             cluster,
             explicit: props.clone(),
         })
     }
 }
 
-/// Reads the KRaft keys and takes the controller listeners out of `listeners`. Combined mode
-/// is the one supported shape; a quorum of more than this node needs replication, which
-/// is not built yet, so it stops start-up instead of running unreplicated.
-fn parse_cluster(
-    p: &Props<'_>,
-    node_id: i32,
-    listeners: Vec<Listener>,
-) -> Result<(Vec<Listener>, ClusterConfig), ConfigError> {
-    let list = |key: &str| -> Vec<String> {
-        p.get(key)
-            .unwrap_or_default()
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .collect()
-    };
-    let roles: Vec<String> = list("process.roles")
-        .into_iter()
-        .map(|r| r.to_ascii_lowercase())
+/// `log.dirs`, else `log.dir`: a comma-separated list without repeats.
+fn log_dirs(p: &Props<'_>) -> Result<Vec<PathBuf>, ConfigError> {
+    let v = p.text(p.winner(&["log.dirs", "log.dir"]));
+    let dirs: Vec<PathBuf> = v
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
         .collect();
-    if let Some(bad) = roles.iter().find(|r| *r != "broker" && *r != "controller") {
+    if dirs.is_empty() {
+        return Err(invalid("log.dirs", v, "no directory given"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(dup) = dirs.iter().find(|d| !seen.insert(*d)) {
         return Err(invalid(
-            "process.roles",
-            p.get("process.roles").unwrap_or_default(),
-            &format!("unknown role '{bad}'; roles are broker and controller"),
+            "log.dirs",
+            v,
+            &format!("{} is listed twice", dup.display()),
         ));
     }
-    if p.get("process.roles").is_some()
-        && !(roles.contains(&"broker".to_string()) && roles.contains(&"controller".to_string()))
-    {
-        return Err(invalid(
-            "process.roles",
-            p.get("process.roles").unwrap_or_default(),
-            "only combined mode (broker,controller) is supported",
-        ));
-    }
-    let mut voters: Vec<Voter> = Vec::new();
-    let raw_voters = p.get("controller.quorum.voters").unwrap_or_default();
-    for entry in list("controller.quorum.voters") {
-        let bad = |why: &str| invalid("controller.quorum.voters", raw_voters, why);
-        let (id, addr) = entry
-            .split_once('@')
-            .ok_or_else(|| bad("entries must look like 1@host:9093"))?;
-        let id: i32 = id
-            .trim()
-            .parse()
-            .map_err(|_| bad(&format!("voter id '{id}' is not a number")))?;
-        let (host, port) = addr
-            .rsplit_once(':')
-            .ok_or_else(|| bad(&format!("voter {id} has no :port")))?;
-        let port: u16 = port.parse().map_err(|_| {
-            bad(&format!(
-                "voter {id}: port '{port}' is not a number from 0 to 65535"
-            ))
-        })?;
-        if voters.iter().any(|v| v.id == id) {
-            return Err(bad(&format!("voter {id} is listed twice")));
-        }
-        voters.push(Voter {
-            id,
-            host: host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_string(),
-            port,
-        });
-    }
-    if !voters.is_empty() && !voters.iter().any(|v| v.id == node_id) {
-        return Err(invalid(
-            "controller.quorum.voters",
-            raw_voters,
-            &format!("node.id {node_id} is not one of the voters (combined mode)"),
-        ));
-    }
-    let controller_names: Vec<String> = list("controller.listener.names")
-        .into_iter()
-        .map(|n| n.to_ascii_uppercase())
-        .collect();
-    if !roles.is_empty() && controller_names.is_empty() {
-        return Err(invalid(
-            "controller.listener.names",
-            "",
-            "required when process.roles includes controller",
-        ));
-    }
-    for n in &controller_names {
-        if !roles.is_empty() && !listeners.iter().any(|l| &l.name == n) {
-            return Err(invalid(
-                "controller.listener.names",
-                p.get("controller.listener.names").unwrap_or_default(),
-                &format!("{n} is not one of the listeners"),
-            ));
-        }
-    }
-    let (controller_listeners, client_listeners): (Vec<Listener>, Vec<Listener>) = listeners
-        .into_iter()
-        .partition(|l| controller_names.contains(&l.name));
-    if voters.len() > 1 {
-        let me = voters
-            .iter()
-            .find(|v| v.id == node_id)
-            .expect("checked above");
-        if !controller_listeners.iter().any(|l| l.port == me.port) {
-            return Err(invalid(
-                "controller.quorum.voters",
-                raw_voters,
-                &format!(
-                    "voter {node_id} (this node) is at port {}, but no controller listener listens there",
-                    me.port
-                ),
-            ));
-        }
-    }
-    if client_listeners.is_empty() {
-        return Err(invalid(
-            "listeners",
-            p.get("listeners").unwrap_or_default(),
-            "every listener is a controller listener; clients need one too",
-        ));
-    }
-    if let Some(name) = p.get("inter.broker.listener.name") {
-        let name = name.to_ascii_uppercase();
-        if !client_listeners.iter().any(|l| l.name == name) {
-            return Err(invalid(
-                "inter.broker.listener.name",
-                &name,
-                "must name one of the (non-controller) listeners",
-            ));
-        }
-    }
-    let session = p.int_or("broker.session.timeout.ms", 9000, 1, i32::MAX as i64)? as u64;
-    let heartbeat = p.int_or("broker.heartbeat.interval.ms", 2000, 1, i32::MAX as i64)? as u64;
-    if heartbeat >= session {
-        return Err(invalid(
-            "broker.heartbeat.interval.ms",
-            &heartbeat.to_string(),
-            "must be below broker.session.timeout.ms",
-        ));
-    }
-    let cluster = ClusterConfig {
-        process_roles: roles,
-        controller_listener_names: controller_names,
-        controller_listeners,
-        offsets_topic_replication_factor: p.int_or(
-            "offsets.topic.replication.factor",
-            3,
-            1,
-            i16::MAX as i64,
-        )? as i16,
-        offsets_topic_num_partitions: p.int_or("offsets.topic.num.partitions", 50, 1, 10_000)?
-            as i32,
-        unclean_leader_election_enable: p.bool_or("unclean.leader.election.enable", false)?,
-        auto_leader_rebalance: {
-            let interval = p.int_or(
-                "leader.imbalance.check.interval.seconds",
-                300,
-                1,
-                86_400 * 365,
-            )? as u64;
-            let percent = p.int_or("leader.imbalance.per.broker.percentage", 10, 0, 100)? as u32;
-            p.bool_or("auto.leader.rebalance.enable", true)?
-                .then_some((std::time::Duration::from_secs(interval), percent))
-        },
-        replica_lag_time_max_ms: p.int_or("replica.lag.time.max.ms", 30_000, 1, i64::MAX)? as u64,
-        broker_session_timeout_ms: session,
-        broker_heartbeat_interval_ms: heartbeat,
-        inter_broker_listener_name: p
-            .get("inter.broker.listener.name")
-            .map(|n| n.to_ascii_uppercase()),
-        voters,
+    Ok(dirs)
+}
+
+/// The strongest of `log.retention.ms`, `.minutes` and `.hours` that is set, in ms.
+fn log_retention_ms(p: &Props<'_>) -> Result<i64, ConfigError> {
+    let name = p.winner(&[
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+    ]);
+    let ms_per_unit = match name {
+        "log.retention.minutes" => 60_000,
+        "log.retention.hours" => 3_600_000,
+        _ => 1,
     };
-    Ok((client_listeners, cluster))
+    // -1 (keep forever) stays -1 in every unit.
+    Ok(p.int(name)?.saturating_mul(ms_per_unit).max(-1))
 }
 
-/// Kafka advertises the canonical host name for a listener bound to all interfaces; we
-/// advertise loopback, which is what a single-node default should answer.
-fn advertised_host(bind_host: &str) -> String {
-    match bind_host {
-        "" | "0.0.0.0" | "::" => "127.0.0.1".to_string(),
-        h => h.to_string(),
+fn metrics_listener(p: &Props<'_>) -> Result<Option<SocketAddr>, ConfigError> {
+    match p.text("metrics.listener") {
+        "" | "none" => Ok(None),
+        v => v.parse().map(Some).map_err(|_| {
+            invalid(
+                "metrics.listener",
+                v,
+                "expected host:port, e.g. 0.0.0.0:9644",
+            )
+        }),
     }
 }
 
-fn parse_protocol_map(v: &str) -> Result<BTreeMap<String, String>, ConfigError> {
-    let mut map = BTreeMap::new();
-    for entry in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (name, proto) = entry.split_once(':').ok_or_else(|| {
-            invalid(
-                "listener.security.protocol.map",
-                v,
-                "entries must be NAME:PROTOCOL",
-            )
-        })?;
-        map.insert(
-            name.trim().to_ascii_uppercase(),
-            proto.trim().to_ascii_uppercase(),
-        );
+/// `group.min.session.timeout.ms` and `group.max.session.timeout.ms`, min not above max.
+fn group_sessions(p: &Props<'_>) -> Result<(u64, u64), ConfigError> {
+    let min = p.int("group.min.session.timeout.ms")? as u64;
+    let max = p.int("group.max.session.timeout.ms")? as u64;
+    if max < min {
+        return Err(invalid(
+            "group.max.session.timeout.ms",
+            &max.to_string(),
+            "must not be below group.min.session.timeout.ms",
+        ));
     }
-    Ok(map)
-}
-
-fn parse_listeners(
-    key: &str,
-    v: &str,
-    protocol_map: &BTreeMap<String, String>,
-) -> Result<Vec<Listener>, ConfigError> {
-    let mut out: Vec<Listener> = Vec::new();
-    for entry in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (name, addr) = entry
-            .split_once("://")
-            .ok_or_else(|| invalid(key, v, "entries must look like PLAINTEXT://host:port"))?;
-        let name = name.to_ascii_uppercase();
-        let protocol = protocol_map.get(&name).ok_or_else(|| {
-            invalid(
-                key,
-                v,
-                &format!("listener name {name} is not in listener.security.protocol.map"),
-            )
-        })?;
-        if protocol != "PLAINTEXT" {
-            return Err(invalid(
-                key,
-                v,
-                &format!("security protocol {protocol} of listener {name} is not supported yet (PLAINTEXT only)"),
-            ));
-        }
-        let (host, port) = if let Some(rest) = addr.strip_prefix('[') {
-            let (h, p) = rest
-                .split_once("]:")
-                .ok_or_else(|| invalid(key, v, "IPv6 hosts must look like [::1]:9092"))?;
-            (h.to_string(), p)
-        } else {
-            let (h, p) = addr
-                .rsplit_once(':')
-                .ok_or_else(|| invalid(key, v, "missing :port"))?;
-            (h.to_string(), p)
-        };
-        let port: u16 = port.parse().map_err(|_| {
-            invalid(
-                key,
-                v,
-                &format!("port '{port}' is not a number from 0 to 65535"),
-            )
-        })?;
-        if out.iter().any(|l| l.name == name) {
-            return Err(invalid(
-                key,
-                v,
-                &format!("listener name {name} appears twice"),
-            ));
-        }
-        out.push(Listener { name, host, port });
-    }
-    Ok(out)
+    Ok((min, max))
 }
 
 fn invalid(key: &str, value: &str, reason: &str) -> ConfigError {
@@ -781,41 +406,6 @@ fn invalid(key: &str, value: &str, reason: &str) -> ConfigError {
         key: key.to_string(),
         value: value.to_string(),
         reason: reason.to_string(),
-    }
-}
-
-struct Props<'a>(&'a BTreeMap<String, String>);
-
-impl Props<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).map(|s| s.trim())
-    }
-
-    fn int(&self, key: &str, min: i64, max: i64) -> Result<i64, ConfigError> {
-        let v = self.get(key).unwrap_or_default();
-        let n: i64 = v
-            .parse()
-            .map_err(|_| invalid(key, v, "expected a whole number"))?;
-        if n < min || n > max {
-            return Err(invalid(key, v, &format!("must be between {min} and {max}")));
-        }
-        Ok(n)
-    }
-
-    fn int_or(&self, key: &str, default: i64, min: i64, max: i64) -> Result<i64, ConfigError> {
-        match self.get(key) {
-            None => Ok(default),
-            Some(_) => self.int(key, min, max),
-        }
-    }
-
-    fn bool_or(&self, key: &str, default: bool) -> Result<bool, ConfigError> {
-        match self.get(key) {
-            None => Ok(default),
-            Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
-            Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
-            Some(v) => Err(invalid(key, v, "expected true or false")),
-        }
     }
 }
 
@@ -967,6 +557,46 @@ mod tests {
             let e = with(&extra);
             assert!(e.contains(key) && e.contains(words), "{extra:?}: {e}");
         }
+    }
+
+    #[test]
+    fn controller_listeners_default_to_plaintext_like_kafka() {
+        let kraft = |quorum: &'static str| {
+            vec![
+                "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+                "process.roles=broker,controller",
+                "controller.listener.names=CONTROLLER",
+                quorum,
+            ]
+        };
+        for quorum in [
+            "controller.quorum.voters=1@127.0.0.1:9093",
+            "controller.quorum.bootstrap.servers=127.0.0.1:9093",
+        ] {
+            let c = load(&kraft(quorum)).unwrap();
+            assert_eq!(c.cluster.controller_listeners[0].name, "CONTROLLER");
+            assert_eq!(c.listeners[0].name, "PLAINTEXT");
+            assert_eq!(c.listener_security_protocol_map["CONTROLLER"], "PLAINTEXT");
+            assert_eq!(c.listener_security_protocol_map["SASL_SSL"], "SASL_SSL");
+        }
+        // A listener name that maps to nothing is still refused...
+        let e = load(&["listeners=PLAINTEXT://127.0.0.1:9092,OTHER://127.0.0.1:9094"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("listener name OTHER is not in listener.security.protocol.map"),
+            "{e}"
+        );
+        // ...and a map that is set is taken as it is, as Kafka does.
+        let mut explicit = kraft("controller.quorum.voters=1@127.0.0.1:9093");
+        explicit.push("listener.security.protocol.map=PLAINTEXT:PLAINTEXT");
+        let e = load(&explicit).unwrap_err().to_string();
+        assert!(e.contains("CONTROLLER is not in"), "{e}");
+        // With a secure listener PLAINTEXT is no safe guess, so Kafka adds no mapping.
+        let mut secure = kraft("controller.quorum.voters=1@127.0.0.1:9093");
+        secure[0] = "listeners=CONTROLLER://127.0.0.1:9093,SSL://127.0.0.1:9094";
+        let e = load(&secure).unwrap_err().to_string();
+        assert!(e.contains("CONTROLLER is not in"), "{e}");
     }
 
     #[test]

@@ -6,27 +6,10 @@
 
 use std::collections::BTreeMap;
 
+// Broker and topic configs share these; they live with the broker table, the lower layer.
+pub use crate::config::keys::{Kind, Source};
 use crate::config::Config;
 use crate::error::{Error, Result};
-
-/// Kafka's ConfigType as DescribeConfigs v3+ reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Boolean = 1,
-    String = 2,
-    Int = 3,
-    Long = 5,
-    Double = 6,
-    List = 7,
-}
-
-/// Where a config value came from, as Kafka's DescribeConfigs `config_source`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    DynamicTopic = 1,
-    StaticBroker = 4,
-    Default = 5,
-}
 
 pub struct Key {
     pub name: &'static str,
@@ -162,34 +145,15 @@ pub fn lookup(name: &str) -> Option<&'static Key> {
 
 /// The broker-derived default of a key and whether it was set explicitly in the broker config.
 pub fn default_value(k: &Key, broker: &Config) -> (String, Source) {
-    let Some(bk) = k.broker_key else {
-        return (k.default.to_string(), Source::Default);
-    };
-    let value = match bk {
-        "message.max.bytes" => broker.message_bytes_max.to_string(),
-        "min.insync.replicas" => broker.min_insync_replicas.to_string(),
-        "log.retention.bytes" => broker.log_retention_bytes.to_string(),
-        "log.retention.ms" => broker.log_retention_ms.to_string(),
-        _ => k.default.to_string(),
-    };
-    let explicit = match bk {
-        "log.retention.ms" => [
-            "log.retention.ms",
-            "log.retention.minutes",
-            "log.retention.hours",
-        ]
-        .iter()
-        .any(|b| broker.explicit.contains_key(*b)),
-        other => broker.explicit.contains_key(other),
-    };
-    (
-        value,
-        if explicit {
-            Source::StaticBroker
-        } else {
-            Source::Default
-        },
-    )
+    // The broker table gives the broker key's value in force and whether it was set, its
+    // synonyms included (log.retention.hours sets log.retention.ms).
+    match k.broker_key.and_then(crate::config::keys::lookup) {
+        Some(b) => {
+            let d = crate::config::keys::describe(b, broker);
+            (d.value.unwrap_or_else(|| k.default.to_string()), d.source)
+        }
+        None => (k.default.to_string(), Source::Default),
+    }
 }
 
 /// Checks one topic config; the error names the key and says why.
@@ -204,13 +168,16 @@ pub fn validate(name: &str, value: &str) -> Result<()> {
                 return Err(bad("expected true or false"));
             }
         }
-        Kind::Int | Kind::Long => {
+        Kind::Short | Kind::Int | Kind::Long => {
             let n: i64 = value
                 .trim()
                 .parse()
                 .map_err(|_| bad("expected a whole number"))?;
             if k.kind == Kind::Int && i32::try_from(n).is_err() {
                 return Err(bad("out of range for an int"));
+            }
+            if k.kind == Kind::Short && i16::try_from(n).is_err() {
+                return Err(bad("out of range for a short"));
             }
             if let Some(min) = k.min {
                 if (n as f64) < min {
@@ -300,6 +267,11 @@ mod tests {
 
     #[test]
     fn broker_settings_are_topic_defaults() {
+        for k in KEYS {
+            if let Some(bk) = k.broker_key {
+                assert!(crate::config::keys::lookup(bk).is_some(), "{bk}");
+            }
+        }
         let broker = Config::load(None, Vec::new(), &["log.retention.hours=1".into()]).unwrap();
         let k = lookup("retention.ms").unwrap();
         assert_eq!(

@@ -122,6 +122,14 @@ pub struct Catalog {
     topics: RwLock<HashMap<String, Arc<Topic>>>,
     /// Serialises catalog changes (create, delete, alter) so each is one consistent step.
     changes: tokio::sync::Mutex<()>,
+    /// Serialises config changes from read to write. IncrementalAlterConfigs reads a topic's
+    /// overrides, applies its operations and writes the whole set back; two of them at once
+    /// would both read the old set and the second write would drop the first one's keys.
+    /// `changes` cannot cover this: it is taken inside the write, after the read, and in a
+    /// cluster the write goes through the controller. Only changes made through this
+    /// broker are serialised: two brokers of a cluster changing one topic at once can still
+    /// lose one change, because each sends the controller a whole set.
+    pub config_changes: tokio::sync::Mutex<()>,
 }
 
 /// Kafka's rule: 1..=249 characters of `[a-zA-Z0-9._-]`, and not `.` or `..`.
@@ -175,6 +183,7 @@ impl Catalog {
             dirs,
             topics: RwLock::new(topics),
             changes: tokio::sync::Mutex::new(()),
+            config_changes: tokio::sync::Mutex::new(()),
         })
     }
 

@@ -17,7 +17,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
 
 fn s(v: &str) -> StrBytes {
@@ -432,4 +432,169 @@ fn broker_configs_only_take_deletes_and_one_node_has_nothing_to_reassign() {
     );
     assert_eq!(listed.error_code, 0);
     assert!(listed.topics.is_empty());
+}
+
+/// The broker resource lists every key Cairn accepts, with Kafka's sources and synonyms:
+/// a key set in the config is STATIC_BROKER_CONFIG (4), one left alone DEFAULT_CONFIG (5).
+#[test]
+fn broker_configs_describe_every_key_with_sources_and_synonyms() {
+    let b = Broker::start_with(&["log.retention.hours=2"]);
+    let mut c = b.client();
+    let describe = |c: &mut common::Client, extras: bool| -> DescribeConfigsResponse {
+        c.send(
+            ApiKey::DescribeConfigs,
+            4,
+            &DescribeConfigsRequest::default()
+                .with_include_synonyms(extras)
+                .with_include_documentation(extras)
+                .with_resources(vec![DescribeConfigsResource::default()
+                    .with_resource_type(4)
+                    .with_resource_name(s("1"))]),
+        )
+    };
+    let r = describe(&mut c, true);
+    assert_eq!(r.results[0].error_code, 0);
+    let find = |r: &DescribeConfigsResponse, k: &str| {
+        r.results[0]
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == k)
+            .cloned()
+            .unwrap_or_else(|| panic!("{k} is not described"))
+    };
+    for (key, value, source) in [
+        ("unclean.leader.election.enable", "false", 5),
+        ("replica.lag.time.max.ms", "30000", 5),
+        ("log.retention.hours", "2", 4),
+        ("log.dirs", b.dir.to_str().unwrap(), 4),
+        ("metrics.listener", "none", 4),
+    ] {
+        let e = find(&r, key);
+        assert_eq!(e.value.as_deref(), Some(value), "{key}");
+        assert_eq!(e.config_source, source, "{key}");
+        assert!(e.read_only, "{key}: broker configs are static");
+        assert!(e.documentation.is_some_and(|d| !d.is_empty()), "{key}");
+    }
+    let retention = find(&r, "log.retention.ms");
+    assert_eq!(retention.value.as_deref(), Some("7200000"));
+    assert_eq!(retention.config_source, 4);
+    assert_eq!(retention.config_type, 5, "LONG");
+    let synonyms: Vec<(&str, Option<&str>, i8)> = retention
+        .synonyms
+        .iter()
+        .map(|s| (s.name.as_str(), s.value.as_deref(), s.source))
+        .collect();
+    assert_eq!(
+        synonyms,
+        vec![
+            ("log.retention.hours", Some("2"), 4),
+            ("log.retention.hours", Some("168"), 5),
+        ]
+    );
+
+    let plain = describe(&mut c, false);
+    assert_eq!(plain.results[0].configs.len(), r.results[0].configs.len());
+    assert!(plain.results[0]
+        .configs
+        .iter()
+        .all(|c| c.synonyms.is_empty() && c.documentation.is_none()));
+}
+
+/// IncrementalAlterConfigs reads a topic's overrides, applies its operations and writes the
+/// whole set back. Many at once, each SETting a key of its own, must all land: none may
+/// write back a set read before another one's write.
+#[test]
+fn concurrent_incremental_alters_keep_every_key() {
+    let b = Broker::start();
+    let mut c = b.client();
+    c.create_topic("race", 1, &[]);
+    let settings: &[(&str, &str)] = &[
+        ("cleanup.policy", "compact"),
+        ("compression.type", "zstd"),
+        ("delete.retention.ms", "1000"),
+        ("file.delete.delay.ms", "1000"),
+        ("flush.ms", "1000"),
+        ("index.interval.bytes", "1000"),
+        ("local.retention.bytes", "1000"),
+        ("local.retention.ms", "1000"),
+        ("max.compaction.lag.ms", "1000"),
+        ("max.message.bytes", "100000"),
+        ("message.timestamp.after.max.ms", "1000"),
+        ("message.timestamp.before.max.ms", "1000"),
+        ("min.cleanable.dirty.ratio", "0.3"),
+        ("min.compaction.lag.ms", "1000"),
+        ("preallocate", "true"),
+        ("retention.bytes", "1000000"),
+        ("retention.ms", "100000000"),
+        ("segment.bytes", "2097152"),
+        ("segment.index.bytes", "1000"),
+        ("segment.jitter.ms", "1"),
+        ("segment.ms", "100000"),
+    ];
+    let alter = |configs: Vec<AlterableConfig>| {
+        IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("race"))
+                .with_configs(configs),
+        ])
+    };
+    // Several rounds, because one round may happen to be served in order.
+    for round in 0..5 {
+        let start = std::sync::Barrier::new(settings.len());
+        std::thread::scope(|scope| {
+            for (key, value) in settings {
+                let (start, addr) = (&start, b.addr);
+                scope.spawn(move || {
+                    let mut c = common::Client::connect(addr);
+                    let set = alter(vec![AlterableConfig::default()
+                        .with_name(s(key))
+                        .with_config_operation(0)
+                        .with_value(Some(s(value)))]);
+                    let frame = c.frame(ApiKey::IncrementalAlterConfigs, 1, &set);
+                    start.wait();
+                    c.send_raw(&frame);
+                    let mut body = c.read_frame().expect("a response");
+                    let version = ApiKey::IncrementalAlterConfigs.response_header_version(1);
+                    ResponseHeader::decode(&mut body, version).unwrap();
+                    let r = IncrementalAlterConfigsResponse::decode(&mut body, 1).unwrap();
+                    assert_eq!(r.responses[0].error_code, 0, "SET {key}");
+                });
+            }
+        });
+        let described: DescribeConfigsResponse = c.send(
+            ApiKey::DescribeConfigs,
+            4,
+            &DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("race")),
+            ]),
+        );
+        let overridden: Vec<&str> = described.results[0]
+            .configs
+            .iter()
+            .filter(|c| c.config_source == 1)
+            .map(|c| c.name.as_str())
+            .collect();
+        let lost: Vec<&str> = settings
+            .iter()
+            .map(|(k, _)| *k)
+            .filter(|k| !overridden.contains(k))
+            .collect();
+        assert!(lost.is_empty(), "round {round}: lost {lost:?}");
+        // Back to no overrides for the next round.
+        let clear = alter(
+            settings
+                .iter()
+                .map(|(k, _)| {
+                    AlterableConfig::default()
+                        .with_name(s(k))
+                        .with_config_operation(1)
+                })
+                .collect(),
+        );
+        let r: IncrementalAlterConfigsResponse = c.send(ApiKey::IncrementalAlterConfigs, 1, &clear);
+        assert_eq!(r.responses[0].error_code, 0);
+    }
 }

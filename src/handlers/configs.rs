@@ -9,6 +9,7 @@ use std::sync::Arc;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
+use kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig;
 use kafka_protocol::messages::{
     alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
     AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
@@ -19,7 +20,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::str_bytes;
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::config::Config;
+use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::topic_config::{self, Kind, Source, KEYS};
 
@@ -76,142 +77,27 @@ fn synonym(name: &str, value: &str, source: Source) -> DescribeConfigsSynonym {
         .with_source(source as i8)
 }
 
-/// The broker's settings as DescribeConfigs shows them: all static, read-only.
+/// The broker's settings as DescribeConfigs shows them: every key Cairn accepts, all
+/// static, so all read-only.
 fn broker_entries(c: &Config, only: Option<&[StrBytes]>) -> Vec<DescribeConfigsResourceResult> {
-    let listeners = |ls: &[crate::config::Listener]| {
-        ls.iter()
-            .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let entries: Vec<(&str, String, Kind)> = vec![
-        ("node.id", c.node_id.to_string(), Kind::Int),
-        ("broker.id", c.node_id.to_string(), Kind::Int),
-        ("listeners", listeners(&c.listeners), Kind::String),
-        (
-            "advertised.listeners",
-            listeners(&c.advertised_listeners),
-            Kind::String,
-        ),
-        (
-            "log.dirs",
-            c.log_dirs
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-            Kind::String,
-        ),
-        ("num.partitions", c.num_partitions.to_string(), Kind::Int),
-        (
-            "default.replication.factor",
-            c.default_replication_factor.to_string(),
-            Kind::Int,
-        ),
-        (
-            "auto.create.topics.enable",
-            c.auto_create_topics_enable.to_string(),
-            Kind::Boolean,
-        ),
-        (
-            "message.max.bytes",
-            c.message_bytes_max.to_string(),
-            Kind::Int,
-        ),
-        (
-            "socket.request.max.bytes",
-            c.socket_request_bytes_max.to_string(),
-            Kind::Int,
-        ),
-        (
-            "log.retention.ms",
-            c.log_retention_ms.to_string(),
-            Kind::Long,
-        ),
-        (
-            "log.retention.bytes",
-            c.log_retention_bytes.to_string(),
-            Kind::Long,
-        ),
-        (
-            "log.retention.check.interval.ms",
-            c.log_retention_check_interval_ms.to_string(),
-            Kind::Long,
-        ),
-        (
-            "min.insync.replicas",
-            c.min_insync_replicas.to_string(),
-            Kind::Int,
-        ),
-        (
-            "delete.topic.enable",
-            c.delete_topic_enable.to_string(),
-            Kind::Boolean,
-        ),
-        (
-            "group.initial.rebalance.delay.ms",
-            c.group_initial_rebalance_delay_ms.to_string(),
-            Kind::Int,
-        ),
-        (
-            "group.min.session.timeout.ms",
-            c.group_min_session_timeout_ms.to_string(),
-            Kind::Int,
-        ),
-        (
-            "group.max.session.timeout.ms",
-            c.group_max_session_timeout_ms.to_string(),
-            Kind::Int,
-        ),
-        (
-            "group.consumer.session.timeout.ms",
-            c.group_consumer_session_timeout_ms.to_string(),
-            Kind::Int,
-        ),
-        (
-            "group.consumer.heartbeat.interval.ms",
-            c.group_consumer_heartbeat_interval_ms.to_string(),
-            Kind::Int,
-        ),
-        (
-            "offsets.retention.minutes",
-            (c.offsets_retention_ms / 60_000).to_string(),
-            Kind::Int,
-        ),
-        (
-            "offsets.retention.check.interval.ms",
-            c.offsets_retention_check_interval_ms.to_string(),
-            Kind::Long,
-        ),
-        (
-            "offset.metadata.max.bytes",
-            c.offset_metadata_bytes_max.to_string(),
-            Kind::Int,
-        ),
-    ];
-    entries
-        .into_iter()
-        .filter(|(name, _, _)| only.is_none_or(|o| o.iter().any(|n| n.as_str() == *name)))
-        .map(|(name, value, kind)| {
-            let explicit = c.explicit.contains_key(name)
-                || (name == "log.retention.ms"
-                    && ["log.retention.minutes", "log.retention.hours"]
-                        .iter()
-                        .any(|k| c.explicit.contains_key(*k)))
-                || (name == "node.id" && c.explicit.contains_key("broker.id"))
-                || (name == "broker.id" && c.explicit.contains_key("node.id"));
-            let source = if explicit {
-                Source::StaticBroker
-            } else {
-                Source::Default
-            };
+    config::keys::KEYS
+        .iter()
+        .filter(|k| only.is_none_or(|o| o.iter().any(|n| n.as_str() == k.name)))
+        .map(|k| {
+            let d = config::keys::describe(k, c);
             DescribeConfigsResourceResult::default()
-                .with_name(str_bytes(name))
-                .with_value(Some(str_bytes(value.clone())))
+                .with_name(str_bytes(k.name))
+                .with_value(d.value.map(str_bytes))
                 .with_read_only(true)
-                .with_config_source(source as i8)
-                .with_synonyms(vec![synonym(name, &value, source)])
-                .with_config_type(kind as i8)
+                .with_config_source(d.source as i8)
+                .with_synonyms(
+                    d.synonyms
+                        .iter()
+                        .map(|s| synonym(s.name, &s.value, s.source))
+                        .collect(),
+                )
+                .with_config_type(k.kind as i8)
+                .with_documentation(Some(str_bytes(k.doc)))
         })
         .collect()
 }
@@ -246,6 +132,9 @@ pub async fn describe(
                 Ok(mut configs) => {
                     if !req.include_synonyms || ctx.version < 1 {
                         configs.iter_mut().for_each(|c| c.synonyms.clear());
+                    }
+                    if !req.include_documentation || ctx.version < 3 {
+                        configs.iter_mut().for_each(|c| c.documentation = None);
                     }
                     if ctx.version < 3 {
                         // v1-2 have no type; it must keep its default to be encodable.
@@ -301,6 +190,9 @@ pub async fn alter(
                             .map(|v| (c.name.to_string(), v.to_string()))
                     })
                     .collect();
+                // Serialised with IncrementalAlterConfigs, whose read-modify-write would
+                // otherwise write back a set read before this replacement.
+                let _serialised = broker.catalog.config_changes.lock().await;
                 broker
                     .set_topic_configs(r.resource_name.as_str(), configs, req.validate_only)
                     .await
@@ -331,17 +223,15 @@ pub async fn incremental_alter(
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in &req.resources {
         let result = match r.resource_type {
-            RESOURCE_TOPIC => match broker.catalog.get(r.resource_name.as_str()) {
-                None => Err(Error::UnknownTopicOrPartition),
-                Some(t) => match apply_ops(&t.overrides, &broker.config, &r.configs) {
-                    Ok(next) => {
-                        broker
-                            .set_topic_configs(&t.name, next, req.validate_only)
-                            .await
-                    }
-                    Err(e) => Err(e),
-                },
-            },
+            RESOURCE_TOPIC => {
+                alter_topic_incrementally(
+                    broker,
+                    r.resource_name.as_str(),
+                    &r.configs,
+                    req.validate_only,
+                )
+                .await
+            }
             // Cairn has no dynamic broker configs, so deleting one is always a no-op that
             // succeeds, as in Kafka for a key never set (kafka-reassign-partitions clears
             // its throttles this way); anything else is refused.
@@ -366,11 +256,30 @@ pub async fn incremental_alter(
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
+/// Reads a topic's overrides, applies `ops` and writes the result, holding
+/// `config_changes` throughout so no other change comes between the read and the write.
+async fn alter_topic_incrementally(
+    broker: &Broker,
+    name: &str,
+    ops: &[AlterableConfig],
+    validate_only: bool,
+) -> Result<()> {
+    let _serialised = broker.catalog.config_changes.lock().await;
+    let topic = broker
+        .catalog
+        .get(name)
+        .ok_or(Error::UnknownTopicOrPartition)?;
+    let next = apply_ops(&topic.overrides, &broker.config, ops)?;
+    broker
+        .set_topic_configs(&topic.name, next, validate_only)
+        .await
+}
+
 /// Applies SET / DELETE / APPEND / SUBTRACT to a topic's overrides.
 fn apply_ops(
     current: &BTreeMap<String, String>,
     broker: &Config,
-    ops: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
+    ops: &[AlterableConfig],
 ) -> Result<BTreeMap<String, String>> {
     let mut next = current.clone();
     for op in ops {
