@@ -193,11 +193,6 @@ impl Broker {
         Ok((self.node_id(), adv.host.clone(), adv.port))
     }
 
-    /// The metadata store (topics, ids, counters).
-    pub fn meta(&self) -> &Arc<dyn MetaStore> {
-        &self.meta
-    }
-
     /// A partition this broker leads, or UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER.
     pub fn led_partition(
         &self,
