@@ -12,6 +12,8 @@ use kafka_protocol::messages::ApiKey;
 use tokio::sync::watch;
 
 use crate::config::{Config, Listener};
+use crate::controller::metadata::{Record, NO_LEADER};
+use crate::controller::service::{ControllerNode, Seed};
 use crate::coordinator::group::GroupLimits;
 use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::error::{Error, Result};
@@ -36,10 +38,11 @@ pub struct Broker {
     pub catalog: Arc<Catalog>,
     pub groups: Arc<Coordinator>,
     pub metrics: Arc<Metrics>,
-    /// The id this node minted on its first start: the cluster's id on a single node (in a
-    /// cluster the quorum's id wins, see [`Broker::cluster_id`]).
+    /// The id this node minted on its first start: the cluster's id when this node's voter
+    /// starts the metadata log (see [`Broker::cluster_id`]).
     local_cluster_id: String,
-    /// The replicated cluster this broker is part of (unset on a single node).
+    /// The cluster this broker is part of (set once at start; a single node is a cluster
+    /// of one).
     cluster: std::sync::OnceLock<Arc<Cluster>>,
     /// Set once storage is open and every listener is bound (`/ready`).
     ready: AtomicBool,
@@ -128,11 +131,16 @@ impl Broker {
         }))
     }
 
-    /// Joins the cluster whose quorum `controller` is part of (once, at start).
-    pub fn join_cluster(
+    /// Starts this node's voter of the metadata quorum (listening for the other voters on
+    /// `listener`, when there are any) and joins the cluster as a broker (once, at start).
+    /// An empty metadata log is seeded with this data dir's cluster id and, for a data dir
+    /// of an earlier single-node release, its topics and group state.
+    pub async fn start_cluster(
         self: &Arc<Self>,
-        controller: Arc<crate::controller::service::ControllerNode>,
-    ) {
+        listener: Option<tokio::net::TcpListener>,
+    ) -> anyhow::Result<Arc<Cluster>> {
+        let seed = self.seed();
+        let controller = ControllerNode::start(&self.config, listener, seed).await?;
         let node = Node {
             config: self.config.clone(),
             catalog: self.catalog.clone(),
@@ -140,14 +148,72 @@ impl Broker {
             meta: self.meta.clone(),
             shutdown: self.shutdown_signal(),
         };
-        let _ = self.cluster.set(Cluster::start(node, controller));
+        let cluster = Cluster::start(node, controller);
+        let _ = self.cluster.set(cluster.clone());
+        Ok(cluster)
+    }
+
+    /// What this node's catalog and coordinator hold, as the first records of a metadata
+    /// log: each topic with this node as its only replica (leaderless until this broker is
+    /// unfenced, as after any restart), and `__consumer_offsets` when groups exist, so they
+    /// are served from it as on a node that always had one.
+    fn seed(&self) -> Seed {
+        let me = self.node_id();
+        let mut records = Vec::new();
+        let topics = self.catalog.all();
+        let has_groups = !self.groups.list().is_empty();
+        let offsets = topics
+            .iter()
+            .any(|t| t.name == crate::topics::OFFSETS_TOPIC);
+        for t in &topics {
+            records.push(Record::Topic {
+                name: t.name.clone(),
+                id: t.id,
+                configs: t.overrides.clone(),
+            });
+            for p in &t.partitions {
+                records.push(Record::Partition {
+                    topic: t.id,
+                    index: p.index,
+                    replicas: vec![me],
+                    isr: vec![me],
+                    leader: NO_LEADER,
+                });
+            }
+        }
+        if has_groups && !offsets {
+            let id = uuid::Uuid::new_v4();
+            records.push(Record::Topic {
+                name: crate::topics::OFFSETS_TOPIC.to_string(),
+                id,
+                configs: crate::replication::offsets_topic_configs(),
+            });
+            for index in 0..self.config.cluster.offsets_topic_num_partitions {
+                records.push(Record::Partition {
+                    topic: id,
+                    index,
+                    replicas: vec![me],
+                    isr: vec![me],
+                    leader: NO_LEADER,
+                });
+            }
+        }
+        Seed {
+            cluster_id: self.local_cluster_id.clone(),
+            records,
+        }
     }
 
     pub fn cluster(&self) -> Option<&Arc<Cluster>> {
         self.cluster.get()
     }
 
-    /// The cluster's id: the quorum's in a cluster, else this node's own.
+    /// The cluster, or CONTROLLER_UNAVAILABLE before this broker has joined it.
+    pub(crate) fn quorum(&self) -> Result<&Arc<Cluster>> {
+        self.cluster().ok_or(Error::ControllerUnavailable)
+    }
+
+    /// The cluster's id: the metadata quorum's (this node's own until it has one).
     pub fn cluster_id(&self) -> String {
         self.cluster()
             .and_then(|c| c.image().cluster_id.clone())
@@ -155,15 +221,11 @@ impl Broker {
     }
 
     /// The brokers clients may use, as (id, host, port) on `listener`: the live (unfenced)
-    /// ones in a cluster, this one alone otherwise.
+    /// ones.
     pub fn live_brokers(&self, listener: &str) -> Vec<(i32, String, u16)> {
-        match self.cluster() {
-            Some(c) => c.live_brokers(listener),
-            None => {
-                let adv = self.advertised(listener);
-                vec![(self.node_id(), adv.host.clone(), adv.port)]
-            }
-        }
+        self.cluster()
+            .map(|c| c.live_brokers(listener))
+            .unwrap_or_default()
     }
 
     /// The id Metadata and DescribeCluster give as the controller: Kafka 4 names a live
@@ -179,18 +241,16 @@ impl Broker {
     }
 
     /// The broker that coordinates `group`, as (id, host, port) for a client on `listener`:
-    /// this one on a single node; in a cluster, the leader of the group's
-    /// `__consumer_offsets` partition.
+    /// the leader of the group's `__consumer_offsets` partition.
     pub async fn group_coordinator(
         &self,
         group: &str,
         listener: &str,
     ) -> std::result::Result<(i32, String, u16), kafka_protocol::ResponseError> {
-        if let Some(c) = self.cluster() {
-            return c.group_coordinator(group, listener).await;
+        match self.cluster() {
+            Some(c) => c.group_coordinator(group, listener).await,
+            None => Err(kafka_protocol::ResponseError::CoordinatorNotAvailable),
         }
-        let adv = self.advertised(listener);
-        Ok((self.node_id(), adv.host.clone(), adv.port))
     }
 
     /// A partition this broker leads, or UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER.

@@ -99,13 +99,6 @@ impl Config {
     }
 }
 
-impl ClusterConfig {
-    /// More than this node in the quorum: a replicated cluster.
-    pub fn is_multi_node(&self) -> bool {
-        self.voters.len() > 1
-    }
-}
-
 /// The broker's typed configuration. Units are in the names.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -442,7 +435,7 @@ mod tests {
         assert_eq!(names(&c.cluster.controller_listeners), vec!["CONTROLLER"]);
         assert_eq!(c.cluster.process_roles, vec!["broker", "controller"]);
         assert_eq!(c.cluster.offsets_topic_replication_factor, 1);
-        assert!(!c.cluster.is_multi_node());
+        assert!(c.cluster.voters.is_empty());
         // The same with one voter named explicitly.
         let mut one = KAFKA_STOCK.to_vec();
         one.push("controller.quorum.voters=1@localhost:9093");
@@ -457,11 +450,10 @@ mod tests {
         );
         assert!(!c.cluster.unclean_leader_election_enable);
         assert_eq!(c.cluster.replica_lag_time_max_ms, 30_000);
-        assert!(!c.cluster.is_multi_node());
+        assert_eq!(c.cluster.voters.len(), 1);
         let mut three = KAFKA_STOCK.to_vec();
         three.push("controller.quorum.voters=1@localhost:9093,2@b:9093,3@c:9093");
         let c = load(&three).unwrap();
-        assert!(c.cluster.is_multi_node());
         assert_eq!(c.cluster.voters.len(), 3);
     }
 

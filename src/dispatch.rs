@@ -257,13 +257,22 @@ mod tests {
     async fn random_frames_never_panic() {
         use crate::storage::memory::MemoryStore;
         let store = Arc::new(MemoryStore::default());
-        let config = crate::config::Config::load(None, Vec::new(), &[]).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let config = crate::config::Config::load(
+            None,
+            Vec::new(),
+            &[format!("log.dirs={}", tmp.path().display())],
+        )
+        .unwrap();
         let dirs = vec![crate::topics::LogDir {
             path: config.log_dirs[0].clone(),
             store: store.clone(),
         }];
         let broker =
             Broker::with_stores(config, APIS, store.clone(), dirs, store, Vec::new()).unwrap();
+        // The metadata quorum of one (its Raft log in the temp dir) decides the topic.
+        let cluster = broker.start_cluster(None).await.unwrap();
+        cluster.await_running().await;
         broker.auto_create("t").await.unwrap();
         let conn = Connection {
             listener: "PLAINTEXT".into(),

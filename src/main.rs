@@ -37,7 +37,8 @@ fn main() -> ExitCode {
     }
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_env("CAIRN_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+            EnvFilter::try_from_env("CAIRN_LOG")
+                .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn")),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -80,23 +81,34 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
         Some(addr) => Some(cairn::scrape::bind(addr).await?),
         None => None,
     };
-    // A quorum of several voters: this node is one of them and a broker of the cluster.
-    let controller = if broker.config.cluster.is_multi_node() {
-        let l = &broker.config.cluster.controller_listeners[0];
-        let bound = tokio::net::TcpListener::bind(l.bind_addr())
-            .await
-            .map_err(|e| {
-                anyhow::anyhow!("cannot listen on {}:{} ({}): {e}", l.host, l.port, l.name)
-            })?;
-        let node = cairn::controller::service::ControllerNode::start(&broker.config, bound).await?;
-        broker.join_cluster(node.clone());
-        Some(node)
-    } else {
-        None
+    // Every node is a voter of the metadata quorum and a broker (Kafka's combined mode):
+    // alone, a quorum of one; with `controller.quorum.voters`, one of them, listening for
+    // the others on the controller listener.
+    let controller_listener = match broker.config.cluster.controller_listeners.first() {
+        Some(l) if !broker.config.cluster.voters.is_empty() => Some(
+            tokio::net::TcpListener::bind(l.bind_addr())
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!("cannot listen on {}:{} ({}): {e}", l.host, l.port, l.name)
+                })?,
+        ),
+        _ => None,
     };
+    let cluster = broker.start_cluster(controller_listener).await?;
     let listeners = cairn::server::bind(&broker).await?;
     for (name, _) in &listeners {
         broker.metrics.listener_bound(name);
+    }
+    // As Kafka's broker: clients are served once this broker is registered and unfenced
+    // (they queue on the bound listeners until then).
+    tokio::select! {
+        _ = cluster.await_running() => {}
+        r = wait_for_signal() => {
+            r?;
+            tracing::info!("stopped before joining the cluster");
+            cluster.controller.shutdown().await;
+            return broker.sync().map_err(|e| anyhow::anyhow!("cannot sync storage at shutdown: {e}"));
+        }
     }
     broker.set_ready();
     tracing::info!(
@@ -112,11 +124,10 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
     let groups = tokio::spawn(broker.groups.clone().run(broker.shutdown_signal()));
 
     wait_for_signal().await?;
-    if let Some(c) = broker.cluster() {
-        tracing::info!("controlled shutdown: moving leaderships to other brokers");
-        c.controlled_shutdown(Duration::from_millis(SHUTDOWN_GRACE_MS))
-            .await;
-    }
+    tracing::info!("controlled shutdown: moving leaderships to other brokers");
+    cluster
+        .controlled_shutdown(Duration::from_millis(SHUTDOWN_GRACE_MS))
+        .await;
     tracing::info!("shutting down: no new connections, finishing requests in flight");
     broker.begin_shutdown();
     if tokio::time::timeout(Duration::from_millis(SHUTDOWN_GRACE_MS), serving)
@@ -127,9 +138,7 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
     }
     retention.abort();
     groups.abort();
-    if let Some(c) = controller {
-        c.shutdown().await;
-    }
+    cluster.controller.shutdown().await;
     if let Some(m) = metrics {
         m.abort();
     }

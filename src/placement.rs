@@ -35,7 +35,8 @@ pub(crate) struct Progress {
     pub(crate) leader_leo_at_last_fetch: i64,
 }
 
-/// A partition's replication state: `None` on a single node, where it leads alone.
+/// A partition's replication state, as the metadata image last gave it (`None` until the
+/// broker has applied the partition's record).
 #[derive(Default)]
 pub struct Replica(Mutex<Option<Assignment>>);
 
@@ -44,11 +45,11 @@ impl Replica {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// NOT_LEADER_OR_FOLLOWER unless node `me` leads (a single node leads everything).
+    /// NOT_LEADER_OR_FOLLOWER unless node `me` leads.
     pub fn check_leader(&self, me: i32) -> Result<()> {
         match self.get() {
-            Some(a) if a.leader != me => Err(Error::NotLeaderOrFollower),
-            _ => Ok(()),
+            Some(a) if a.leader == me => Ok(()),
+            _ => Err(Error::NotLeaderOrFollower),
         }
     }
 

@@ -2,9 +2,9 @@
 //! in the metadata store and held in memory as immutable snapshots (`Arc<Topic>`), replaced
 //! whole on every change so readers never lock more than the map.
 //!
-//! On a single node the catalog is the authority: admin requests change it directly. In a
-//! cluster the controller's image is, and `replication` makes the catalog follow it
-//! (`adopt`, `forget`); each partition's [`Replica`] then holds its leader, ISR and epochs.
+//! The controller's image is the authority (on a single node too: a quorum of one), and
+//! `replication` makes the catalog follow it (`adopt`, `forget`); each partition's
+//! [`Replica`] holds its leader, ISR and epochs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -19,7 +19,7 @@ use crate::log::PartitionLog;
 use crate::metrics::{Metrics, TopicMetrics};
 use crate::placement::{Placement, Replica};
 use crate::storage::{LogStore, MetaStore, PartitionId};
-use crate::topic_config::{self, Effective};
+use crate::topic_config::Effective;
 
 /// The internal topic holding consumer groups and their committed offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -33,14 +33,13 @@ pub struct Partition {
     /// Index into the catalog's log dirs (`log.dirs` order).
     pub dir: usize,
     pub log: PartitionLog,
-    /// Leader, replicas, ISR and epochs in a cluster (empty on a single node).
+    /// Leader, replicas, ISR and epochs, as the metadata image says.
     pub replica: Replica,
 }
 
 impl Partition {
-    /// In a cluster, as the controller's partition record says (last applied); on one node,
-    /// `node` is the only replica, in sync and leading.
-    pub fn placement(&self, node: i32) -> Placement {
+    /// As the controller's partition record says (last applied); before that, no leader.
+    pub fn placement(&self) -> Placement {
         match self.replica.get() {
             Some(a) => Placement {
                 leader: a.leader,
@@ -50,9 +49,9 @@ impl Partition {
                 leader_epoch: a.leader_epoch,
             },
             None => Placement {
-                leader: node,
-                replicas: vec![node],
-                isr: vec![node],
+                leader: crate::controller::metadata::NO_LEADER,
+                replicas: Vec::new(),
+                isr: Vec::new(),
                 offline: Vec::new(),
                 leader_epoch: self.leader_epoch,
             },
@@ -106,29 +105,23 @@ struct StoredTopic {
     configs: BTreeMap<String, String>,
 }
 
-/// A topic to create, already defaulted (`-1`s replaced by broker settings).
-pub struct NewTopic<'a> {
-    pub name: &'a str,
-    pub partitions: i32,
-    pub replication_factor: i16,
-    pub configs: BTreeMap<String, String>,
-}
-
+/// The topics this broker holds, as the metadata image gave them (adopted and forgotten in
+/// metadata order), with their partitions' logs; persisted so a restart opens the same
+/// storage before the image is followed again.
 pub struct Catalog {
     config: Arc<Config>,
     metrics: Arc<Metrics>,
     meta: Arc<dyn MetaStore>,
     dirs: Vec<LogDir>,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
-    /// Serialises catalog changes (create, delete, alter) so each is one consistent step.
+    /// Serialises catalog changes (adopt, forget) so each is one consistent step.
     changes: tokio::sync::Mutex<()>,
     /// Serialises config changes from read to write. IncrementalAlterConfigs reads a topic's
     /// overrides, applies its operations and writes the whole set back; two of them at once
     /// would both read the old set and the second write would drop the first one's keys.
-    /// `changes` cannot cover this: it is taken inside the write, after the read, and in a
-    /// cluster the write goes through the controller. Only changes made through this
-    /// broker are serialised: two brokers of a cluster changing one topic at once can still
-    /// lose one change, because each sends the controller a whole set.
+    /// `changes` cannot cover this: the write goes through the controller. Only changes
+    /// made through this broker are serialised: two brokers of a cluster changing one topic
+    /// at once can still lose one change, because each sends the controller a whole set.
     pub config_changes: tokio::sync::Mutex<()>,
 }
 
@@ -307,95 +300,6 @@ impl Catalog {
         v
     }
 
-    /// Checks a topic creation without making it: the same checks `create` runs.
-    pub fn validate_new(&self, t: &NewTopic<'_>) -> Result<()> {
-        validate_topic_name(t.name)?;
-        if t.partitions < 1 {
-            return Err(Error::InvalidPartitions(format!(
-                "number of partitions must be at least 1, got {}",
-                t.partitions
-            )));
-        }
-        if t.replication_factor < 1 {
-            return Err(Error::InvalidReplicationFactor(format!(
-                "replication factor must be at least 1, got {}",
-                t.replication_factor
-            )));
-        }
-        if t.replication_factor > 1 {
-            return Err(Error::InvalidReplicationFactor(format!(
-                "replication factor {} is larger than the 1 available broker",
-                t.replication_factor
-            )));
-        }
-        for (k, v) in &t.configs {
-            topic_config::validate(k, v)?;
-        }
-        let topics = self.topics.read().unwrap_or_else(|e| e.into_inner());
-        if topics.contains_key(t.name) {
-            return Err(Error::TopicAlreadyExists(format!(
-                "topic '{}' already exists",
-                t.name
-            )));
-        }
-        // '.' and '_' collide in metric names, so Kafka refuses topics that differ only there.
-        let folded = t.name.replace('.', "_");
-        if let Some(other) = topics.keys().find(|n| n.replace('.', "_") == folded) {
-            return Err(Error::InvalidTopic(format!(
-                "topic '{}' collides with existing topic '{other}' ('.' and '_' are treated alike)",
-                t.name
-            )));
-        }
-        Ok(())
-    }
-
-    pub async fn create(&self, t: NewTopic<'_>) -> Result<Arc<Topic>> {
-        let _change = self.changes.lock().await;
-        self.validate_new(&t)?;
-        let first = self.allocate_partition_ids(t.partitions as u32).await?;
-        let stored = StoredTopic {
-            id: Uuid::new_v4(),
-            partitions: self
-                .place(t.partitions as usize)
-                .into_iter()
-                .zip(0..)
-                .map(|(dir, i)| StoredPartition {
-                    storage_id: first + i,
-                    leader_epoch: 0,
-                    dir: self.stored_dir(dir),
-                })
-                .collect(),
-            configs: t.configs,
-        };
-        self.persist(t.name, &stored).await?;
-        let topic = Arc::new(Self::materialize(
-            &self.config,
-            &self.metrics,
-            &self.dirs,
-            t.name,
-            &stored,
-        )?);
-        self.topics
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(t.name.to_string(), topic.clone());
-        tracing::info!(topic = t.name, partitions = t.partitions, id = %stored.id, "created topic");
-        Ok(topic)
-    }
-
-    pub async fn delete(&self, name: &str) -> Result<Uuid> {
-        if !self.config.delete_topic_enable {
-            return Err(Error::TopicDeletionDisabled);
-        }
-        let _change = self.changes.lock().await;
-        let topic = self.get(name).ok_or(Error::UnknownTopicOrPartition)?;
-        // The record goes first: after a crash the topic is gone and its partitions' data is
-        // unreachable garbage (storage ids are never reused), never a half-deleted topic.
-        self.forget_locked(&topic).await?;
-        tracing::info!(topic = name, "deleted topic");
-        Ok(topic.id)
-    }
-
     /// Makes the local catalog hold topic `name` as the cluster metadata has it: id `id`,
     /// `partitions` partitions, `configs`. A local topic of that name with another id is an
     /// older incarnation and goes first. Cheap when nothing changed.
@@ -494,85 +398,6 @@ impl Catalog {
         Ok(())
     }
 
-    /// Grows a topic to `count` partitions (`validate_only`: check without changing).
-    pub async fn create_partitions(
-        &self,
-        name: &str,
-        count: i32,
-        validate_only: bool,
-    ) -> Result<()> {
-        let _change = self.changes.lock().await;
-        let topic = self.get(name).ok_or(Error::UnknownTopicOrPartition)?;
-        let current = topic.partitions.len() as i32;
-        if count < current {
-            return Err(Error::InvalidPartitions(format!(
-                "topic currently has {current} partitions, which is higher than the requested {count}"
-            )));
-        }
-        if count == current {
-            return Err(Error::InvalidPartitions(format!(
-                "topic already has {current} partitions"
-            )));
-        }
-        if validate_only {
-            return Ok(());
-        }
-        let first = self
-            .allocate_partition_ids((count - current) as u32)
-            .await?;
-        let mut stored = self.stored(&topic);
-        for (dir, i) in self.place((count - current) as usize).into_iter().zip(0..) {
-            stored.partitions.push(StoredPartition {
-                storage_id: first + i,
-                leader_epoch: 0,
-                dir: self.stored_dir(dir),
-            });
-        }
-        self.persist(name, &stored).await?;
-        let mut partitions = topic.partitions.clone();
-        for (i, p) in stored.partitions.iter().enumerate().skip(current as usize) {
-            partitions.push(Self::open_partition(&self.dirs, name, i, p)?);
-        }
-        self.replace(Topic {
-            name: topic.name.clone(),
-            id: topic.id,
-            partitions,
-            overrides: topic.overrides.clone(),
-            effective: topic.effective,
-            metrics: topic.metrics.clone(),
-        });
-        Ok(())
-    }
-
-    /// Replaces a topic's config overrides after validating every entry.
-    pub async fn set_configs(
-        &self,
-        name: &str,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<()> {
-        let _change = self.changes.lock().await;
-        let topic = self.get(name).ok_or(Error::UnknownTopicOrPartition)?;
-        for (k, v) in &configs {
-            topic_config::validate(k, v)?;
-        }
-        if validate_only {
-            return Ok(());
-        }
-        let mut stored = self.stored(&topic);
-        stored.configs = configs.clone();
-        self.persist(name, &stored).await?;
-        self.replace(Topic {
-            name: topic.name.clone(),
-            id: topic.id,
-            partitions: topic.partitions.clone(),
-            effective: Effective::resolve(&configs, &self.config),
-            overrides: configs,
-            metrics: topic.metrics.clone(),
-        });
-        Ok(())
-    }
-
     fn stored(&self, topic: &Topic) -> StoredTopic {
         StoredTopic {
             id: topic.id,
@@ -646,76 +471,45 @@ mod tests {
         Catalog::open(config, store.clone(), dirs, Arc::new(Metrics::new(&[]))).unwrap()
     }
 
-    fn new(name: &str, partitions: i32) -> NewTopic<'_> {
-        NewTopic {
-            name,
-            partitions,
-            replication_factor: 1,
-            configs: BTreeMap::new(),
-        }
-    }
-
     #[tokio::test]
-    async fn topics_persist_with_stable_ids() {
+    async fn adopted_topics_persist_with_stable_storage() {
         let store = Arc::new(MemoryStore::default());
         let c = catalog(&store);
-        let t = c.create(new("orders", 3)).await.unwrap();
-        c.create_partitions("orders", 5, false).await.unwrap();
-        let mut cfg = BTreeMap::new();
-        cfg.insert("retention.ms".to_string(), "1000".to_string());
-        c.set_configs("orders", cfg, false).await.unwrap();
+        let id = Uuid::new_v4();
+        let none = BTreeMap::new();
+        c.adopt("orders", id, 3, &none).await.unwrap();
+        // Grown and reconfigured by later images: the first partitions keep their storage.
+        let cfg = BTreeMap::from([("retention.ms".to_string(), "1000".to_string())]);
+        c.adopt("orders", id, 5, &cfg).await.unwrap();
         let c2 = catalog(&store);
         let t2 = c2.get("orders").unwrap();
-        assert_eq!(t2.id, t.id);
+        assert_eq!(t2.id, id);
         assert_eq!(t2.partitions.len(), 5);
         assert_eq!(t2.effective.retention_ms, 1000);
         let ids: Vec<_> = t2.partitions.iter().map(|p| p.log.id).collect();
         assert_eq!(ids, vec![0, 1, 2, 3, 4]);
-        c2.delete("orders").await.unwrap();
+        c2.forget("orders").await.unwrap();
         assert!(catalog(&store).get("orders").is_none());
-        // A recreated topic gets a new id and fresh storage ids.
-        let t3 = c2.create(new("orders", 1)).await.unwrap();
-        assert_ne!(t3.id, t.id);
+        // Recreated under the same name (a new id): fresh storage ids.
+        let t3 = c2.adopt("orders", Uuid::new_v4(), 1, &none).await.unwrap();
+        assert_ne!(t3.id, id);
         assert_eq!(t3.partitions[0].log.id, 5);
+        // A topic of the same name under another id replaces the old one.
+        let t4 = c2.adopt("orders", Uuid::new_v4(), 1, &none).await.unwrap();
+        assert_eq!(t4.partitions[0].log.id, 6);
+        assert_eq!(c2.all().len(), 1);
     }
 
-    #[tokio::test]
-    async fn bad_creations_are_refused() {
-        let store = Arc::new(MemoryStore::default());
-        let c = catalog(&store);
-        assert!(matches!(
-            c.create(new("a b", 1)).await,
-            Err(Error::InvalidTopic(_))
-        ));
-        assert!(matches!(
-            c.create(new("..", 1)).await,
-            Err(Error::InvalidTopic(_))
-        ));
-        assert!(matches!(
-            c.create(new("x", 0)).await,
-            Err(Error::InvalidPartitions(_))
-        ));
-        c.create(new("a.b", 1)).await.unwrap();
-        assert!(matches!(
-            c.create(new("a.b", 1)).await,
-            Err(Error::TopicAlreadyExists(_))
-        ));
-        assert!(matches!(
-            c.create(new("a_b", 1)).await,
-            Err(Error::InvalidTopic(_))
-        ));
-        let mut t = new("rf", 1);
-        t.replication_factor = 3;
-        assert!(matches!(
-            c.create(t).await,
-            Err(Error::InvalidReplicationFactor(_))
-        ));
-        let mut t = new("cfg", 1);
-        t.configs.insert("retention.ms".into(), "x".into());
-        assert!(matches!(c.create(t).await, Err(Error::InvalidConfig(_))));
-        assert!(matches!(
-            c.create_partitions("a.b", 1, false).await,
-            Err(Error::InvalidPartitions(_))
-        ));
+    #[test]
+    fn topic_names_follow_kafkas_rule() {
+        for ok in ["a", "a.b", "a_b-C9", &"x".repeat(249)] {
+            assert!(validate_topic_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", ".", "..", "a b", "a/b", &"x".repeat(250)] {
+            assert!(
+                matches!(validate_topic_name(bad), Err(Error::InvalidTopic(_))),
+                "{bad}"
+            );
+        }
     }
 }

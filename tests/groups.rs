@@ -153,6 +153,7 @@ fn describe(c: &mut Client, group: &str) -> describe_groups_response::DescribedG
 fn two_members_rebalance_commit_and_offsets_survive_kill_9() {
     let mut b = Broker::start_with(&["group.initial.rebalance.delay.ms=0"]);
     let mut c = b.client();
+    c.await_group_coordinator();
     assert_eq!(c.create_topic("t", 2, &[]), 0);
 
     // a joins alone: generation 1, a leads
@@ -242,6 +243,7 @@ fn two_members_rebalance_commit_and_offsets_survive_kill_9() {
     b.kill9();
     b.restart();
     let mut c = b.client();
+    c.await_group_coordinator();
     assert_eq!(
         committed(&mut c, "g", "t", 2),
         vec![(0, 17, "meta-a".to_string()), (1, 4, String::new())]
@@ -287,6 +289,7 @@ fn bad_group_requests_get_kafka_errors_and_hurt_nobody() {
         "offset.metadata.max.bytes=16",
     ]);
     let mut c = b.client();
+    c.await_group_coordinator();
     assert_eq!(c.create_topic("t", 1, &[]), 0);
     // a healthy group that must stay healthy throughout
     let a = join(&mut c, "ok");
@@ -393,6 +396,7 @@ fn consumer_heartbeat(
 fn a_consumer_group_member_keeps_its_epoch_and_partitions_across_kill_9() {
     let mut b = Broker::start();
     let mut c = b.client();
+    c.await_group_coordinator();
     assert_eq!(c.create_topic("t", 3, &[]), 0);
     let joined = consumer_heartbeat(&mut c, "member-1", 0, None);
     assert_eq!(joined.error_code, 0, "{:?}", joined.error_message);
@@ -415,6 +419,7 @@ fn a_consumer_group_member_keeps_its_epoch_and_partitions_across_kill_9() {
     b.kill9();
     b.restart();
     let mut c = b.client();
+    c.await_group_coordinator();
     let after = consumer_heartbeat(&mut c, "member-1", epoch, Some(owned));
     assert_eq!(
         (after.error_code, after.member_epoch),

@@ -182,6 +182,7 @@ fn a_single_node_data_dir_of_release_0_1_keeps_topics_records_offsets_and_groups
 
     let b = Broker::start_in(&tmp.path().join("data"), &[]);
     let mut c = b.client();
+    c.await_group_coordinator();
 
     // Topics: the same names, ids and partition counts.
     assert_eq!(topic_ids(&mut c), expected);

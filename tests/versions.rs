@@ -301,13 +301,13 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
                 .with_topic_name(name("__cluster_metadata"))
                 .with_partitions(vec![PartitionData::default()])]);
             let r: DescribeQuorumResponse = c.send(api, v, &req);
-            // One node runs no quorum, and says so for the quorum's partition.
+            // One node is a quorum of one voter, which leads.
             assert_eq!(r.error_code, 0, "{at}");
-            assert_eq!(
-                r.topics[0].partitions[0].error_code,
-                ResponseError::UnknownTopicOrPartition.code(),
-                "{at}"
-            );
+            let p = &r.topics[0].partitions[0];
+            assert_eq!(p.error_code, 0, "{at}");
+            assert_eq!(p.leader_id.0, 1, "{at}");
+            let voters: Vec<i32> = p.current_voters.iter().map(|v| v.replica_id.0).collect();
+            assert_eq!(voters, vec![1], "{at}");
         }
         ApiKey::ListConfigResources => {
             let req = ListConfigResourcesRequest::default();
@@ -564,6 +564,7 @@ fn commit(c: &mut Client, group: &str, offset: i64) {
 fn every_advertised_api_answers_at_every_advertised_version() {
     let b = Broker::start_with(&["group.initial.rebalance.delay.ms=0"]);
     let mut c = b.client();
+    c.await_group_coordinator();
     assert_eq!(c.create_topic("t", 2, &[]), 0);
     join_and_sync(&mut c, "stable");
     let r: ConsumerGroupHeartbeatResponse =

@@ -1,12 +1,7 @@
 //! The metadata authority: the one way handlers change topics, partitions, leaders and
-//! reassignments, and read the quorum. Whether a controller quorum decides (a cluster) or
-//! this node alone does (a single node without `controller.quorum.voters`) is settled here
-//! and nowhere else, so handlers check a request's shape, call one method and answer.
-//!
-//! On a single node the catalog is changed directly and the cluster-only operations answer
-//! as a one-broker Kafka cluster would (nothing to elect or move). The next step makes a
-//! single node a quorum of one voter, as Kafka's combined mode runs it; then this file
-//! keeps only the cluster half.
+//! reassignments, and read the quorum. Every change is decided by the active controller of
+//! the metadata quorum (on a single node, its own voter) and reaches the catalog through the
+//! image, so handlers check a request's shape, call one method and answer.
 
 use std::collections::BTreeMap;
 
@@ -18,7 +13,6 @@ use crate::controller::rpc::QuorumState;
 use crate::error::{Error, Result};
 use crate::placement::Placement;
 use crate::replication::Layout;
-use crate::topics::NewTopic;
 
 /// A partition being reassigned, as ListPartitionReassignments shows it.
 pub struct Reassigning {
@@ -42,90 +36,61 @@ impl Broker {
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<()> {
-        if let Some(c) = self.cluster() {
-            crate::topics::validate_topic_name(name)?;
-            for (k, v) in &configs {
-                crate::topic_config::validate(k, v)?;
-            }
-            return c.create_topic(name, layout, configs, validate_only).await;
+        crate::topics::validate_topic_name(name)?;
+        for (k, v) in &configs {
+            crate::topic_config::validate(k, v)?;
         }
-        let (partitions, replication_factor) = match &layout {
-            Layout::Spread {
-                partitions,
-                replication_factor,
-            } => (*partitions, *replication_factor),
-            Layout::Assigned(a) => {
-                if let Some(b) = a.iter().flatten().find(|b| **b != self.node_id()) {
-                    return Err(Error::InvalidReplicaAssignment(format!(
-                        "broker {b} does not exist"
-                    )));
-                }
-                (a.len() as i32, a.first().map_or(0, |r| r.len() as i16))
-            }
-        };
-        let new = NewTopic {
-            name,
-            partitions,
-            replication_factor,
-            configs,
-        };
-        if validate_only {
-            self.catalog.validate_new(&new)
-        } else {
-            self.catalog.create(new).await.map(|_| ())
-        }
+        self.quorum()?
+            .create_topic(name, layout, configs, validate_only)
+            .await
     }
 
-    /// Creates a topic with the broker's defaults, as Metadata's auto-creation does. In a
-    /// cluster a refusal is LEADER_NOT_AVAILABLE, as in Kafka: the controller may have decided
-    /// before enough brokers registered, and the client asks again.
+    /// Creates a topic with the broker's defaults, as Metadata's auto-creation does. A
+    /// refusal is LEADER_NOT_AVAILABLE, as in Kafka: the controller may have decided before
+    /// enough brokers registered, and the client asks again.
     pub async fn auto_create(&self, name: &str) -> Result<()> {
         let layout = Layout::Spread {
             partitions: self.config.num_partitions,
             replication_factor: self.config.default_replication_factor,
         };
-        let created = self
+        match self
             .create_topic(name, layout, BTreeMap::new(), false)
-            .await;
-        match created {
-            Err(e) if self.cluster().is_some() => {
-                Err(explained(ResponseError::LeaderNotAvailable, e.to_string()))
-            }
-            other => other,
+            .await
+        {
+            Err(e) if e.response_error() == ResponseError::TopicAlreadyExists => Ok(()),
+            Err(e @ Error::InvalidTopic(_)) => Err(e),
+            Err(e) => Err(explained(ResponseError::LeaderNotAvailable, e.to_string())),
+            Ok(()) => Ok(()),
         }
     }
 
-    /// Replaces a topic's config overrides (AlterConfigs, IncrementalAlterConfigs): in a
-    /// cluster through the controller, so every broker applies them in metadata order.
+    /// Replaces a topic's config overrides (AlterConfigs, IncrementalAlterConfigs) through
+    /// the controller, so every broker applies them in metadata order.
     pub async fn set_topic_configs(
         &self,
         name: &str,
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<()> {
-        let Some(c) = self.cluster() else {
-            return self.catalog.set_configs(name, configs, validate_only).await;
-        };
-        // Validates (and finds the topic) without changing anything.
-        self.catalog
-            .set_configs(name, configs.clone(), true)
-            .await?;
+        if self.catalog.get(name).is_none() {
+            return Err(Error::UnknownTopicOrPartition);
+        }
+        for (k, v) in &configs {
+            crate::topic_config::validate(k, v)?;
+        }
         if validate_only {
             return Ok(());
         }
-        c.set_topic_configs(name, configs).await
+        self.quorum()?.set_topic_configs(name, configs).await
     }
 
     /// Deletes topic `name`; answers the id it had.
     pub async fn delete_topic(&self, name: &str) -> Result<Uuid> {
-        let Some(c) = self.cluster() else {
-            return self.catalog.delete(name).await;
-        };
         if !self.config.delete_topic_enable {
             return Err(Error::TopicDeletionDisabled);
         }
         let id = self.catalog.get(name).map(|t| t.id).unwrap_or_default();
-        c.delete_topic(name).await.map(|()| id)
+        self.quorum()?.delete_topic(name).await.map(|()| id)
     }
 
     /// Grows topic `name` to `count` partitions, placed as `assignment` says (one replica
@@ -137,27 +102,8 @@ impl Broker {
         assignment: Option<Vec<Vec<i32>>>,
         validate_only: bool,
     ) -> Result<()> {
-        if let Some(c) = self.cluster() {
-            return c
-                .create_partitions(name, count, assignment, validate_only)
-                .await;
-        }
-        let me = self.node_id();
-        if let Some(a) = &assignment {
-            if a.iter().flatten().any(|b| *b != me) {
-                return Err(Error::InvalidReplicaAssignment(
-                    "the assignment names a broker that does not exist".into(),
-                ));
-            }
-            if a.iter().any(|r| r.len() != 1) {
-                return Err(Error::InvalidReplicaAssignment(
-                    "each new partition needs exactly one replica on this single-node cluster"
-                        .into(),
-                ));
-            }
-        }
-        self.catalog
-            .create_partitions(name, count, validate_only)
+        self.quorum()?
+            .create_partitions(name, count, assignment, validate_only)
             .await
     }
 
@@ -172,22 +118,15 @@ impl Broker {
     ) -> Result<()> {
         let not_needed = |why: &str| explained(ResponseError::ElectionNotNeeded, why.into());
         if unclean {
-            return match self.cluster() {
-                Some(c) if place.leader < 0 => c.elect_unclean(topic, index).await,
-                _ => Err(not_needed("the partition has a leader")),
-            };
+            if place.leader >= 0 {
+                return Err(not_needed("the partition has a leader"));
+            }
+            return self.quorum()?.elect_unclean(topic, index).await;
         }
         if place.replicas.first() == Some(&place.leader) {
             return Err(not_needed("the preferred replica already leads"));
         }
-        match self.cluster() {
-            Some(c) => c.elect_preferred(topic, index).await,
-            // Unreachable in practice: this node is every partition's only, preferred replica.
-            None => Err(explained(
-                ResponseError::PreferredLeaderNotAvailable,
-                Error::NotLeaderOrFollower.to_string(),
-            )),
-        }
+        self.quorum()?.elect_preferred(topic, index).await
     }
 
     /// Starts, replaces or (`target: None`) cancels the reassignment of `topic`-`index`.
@@ -198,30 +137,9 @@ impl Broker {
         target: Option<Vec<i32>>,
         allow_rf_change: bool,
     ) -> Result<()> {
-        if let Some(c) = self.cluster() {
-            return c.reassign(topic, index, target, allow_rf_change).await;
-        }
-        // A single node has nothing to move: its own id is the only assignment, in place.
-        self.catalog.partition(topic, index)?;
-        let me = self.node_id();
-        match target.as_deref() {
-            None => Err(explained(
-                ResponseError::NoReassignmentInProgress,
-                format!("no reassignment of {topic}-{index} is in progress"),
-            )),
-            Some([b]) if *b == me => Ok(()),
-            Some(t) => Err(explained(
-                ResponseError::InvalidReplicaAssignment,
-                match t.iter().find(|b| **b != me) {
-                    Some(b) => format!(
-                        "the reassignment of {topic}-{index} names broker {b}, which is not registered"
-                    ),
-                    None => format!(
-                        "the reassignment of {topic}-{index} must name broker {me} exactly once"
-                    ),
-                },
-            )),
-        }
+        self.quorum()?
+            .reassign(topic, index, target, allow_rf_change)
+            .await
     }
 
     /// The ongoing reassignments of `topic` (of the partitions in `indexes`, or all), from
@@ -259,15 +177,11 @@ impl Broker {
     pub async fn describe_quorum(
         &self,
     ) -> std::result::Result<QuorumState, (ResponseError, String)> {
-        let Some(c) = self.cluster() else {
-            return Err((
-                ResponseError::UnknownTopicOrPartition,
-                "no metadata quorum: this broker runs alone (no controller.quorum.voters)".into(),
-            ));
+        let asked = match self.quorum() {
+            Ok(c) => c.describe_quorum().await,
+            Err(e) => Err(e),
         };
-        c.describe_quorum()
-            .await
-            .map_err(|e| (ResponseError::NotLeaderOrFollower, e.to_string()))
+        asked.map_err(|e| (ResponseError::NotLeaderOrFollower, e.to_string()))
     }
 
     /// A fetch of `p` from `fetch_offset`: from a follower replica (`replica_id` >= 0) it

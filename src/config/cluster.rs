@@ -63,6 +63,7 @@ pub(super) fn parse(
     listeners: &Listeners,
 ) -> Result<ClusterConfig, ConfigError> {
     let voters = voters(p, node_id)?;
+    let offsets_topic_replication_factor = offsets_topic_replication_factor(p, &voters)?;
     check_own_voter_port(p, node_id, &voters, &listeners.controller)?;
     let inter_broker_listener_name = inter_broker_listener_name(p, &listeners.client)?;
     let (broker_session_timeout_ms, broker_heartbeat_interval_ms) = broker_liveness(p)?;
@@ -73,7 +74,7 @@ pub(super) fn parse(
         voters,
         controller_listener_names: controller_names(p),
         controller_listeners: listeners.controller.clone(),
-        offsets_topic_replication_factor: p.int("offsets.topic.replication.factor")? as i16,
+        offsets_topic_replication_factor,
         offsets_topic_num_partitions: p.int("offsets.topic.num.partitions")? as i32,
         unclean_leader_election_enable: p.bool("unclean.leader.election.enable")?,
         auto_leader_rebalance: p
@@ -83,6 +84,16 @@ pub(super) fn parse(
         broker_session_timeout_ms,
         broker_heartbeat_interval_ms,
         inter_broker_listener_name,
+    })
+}
+
+/// `offsets.topic.replication.factor` as given; unset, Kafka's 3 capped at the size of the
+/// quorum, so a single node (a quorum of one) coordinates groups without being told to.
+fn offsets_topic_replication_factor(p: &Props<'_>, voters: &[Voter]) -> Result<i16, ConfigError> {
+    let rf = p.int("offsets.topic.replication.factor")? as i16;
+    Ok(match p.get("offsets.topic.replication.factor") {
+        Some(_) => rf,
+        None => rf.min(voters.len().max(1) as i16),
     })
 }
 

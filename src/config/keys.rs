@@ -316,7 +316,8 @@ pub static KEYS: &[Key] = &[
         ..int("offset.metadata.max.bytes", Kind::Int, 0, INT_MAX, "4096")
     },
     Key {
-        doc: "Replicas of __consumer_offsets when it is created.",
+        shown: Shown::Derived(|c| c.cluster.offsets_topic_replication_factor.to_string()),
+        doc: "Replicas of __consumer_offsets when it is created; unset, 3 or the number of voters if fewer (1 on a single node).",
         ..int(
             "offsets.topic.replication.factor",
             Kind::Short,

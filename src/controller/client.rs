@@ -1,6 +1,7 @@
-//! The broker's side of asking the controller: [`ControllerClient`] finds the active
-//! controller among the voters, follows its hints, and sends it [`BrokerRequest`]s over the
-//! controller listener.
+//! The broker's side of asking the controller: [`ControllerClient`] asks the local voter
+//! directly while it is the active controller (always, on a quorum of one); otherwise it
+//! finds the active controller among the voters, follows its hints, and sends it
+//! [`BrokerRequest`]s over the controller listener.
 
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use tokio::time::Instant;
 
 use super::network::{read_frame, write_frame, Reply, Rpc};
 use super::rpc::{BrokerReply, BrokerRequest};
+use super::service::ControllerNode;
 use crate::config::Voter;
 
 /// How long one voter gets to answer before the next is tried.
@@ -16,13 +18,21 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(1500);
 
 /// The broker's way to the active controller.
 pub struct ControllerClient {
+    local: std::sync::Arc<ControllerNode>,
+    /// The other voters, reached over the network.
     voters: Vec<Voter>,
     leader: std::sync::Mutex<Option<i32>>,
 }
 
 impl ControllerClient {
-    pub fn new(voters: Vec<Voter>) -> ControllerClient {
+    pub fn new(local: std::sync::Arc<ControllerNode>, voters: &[Voter]) -> ControllerClient {
+        let voters = voters
+            .iter()
+            .filter(|v| v.id != local.id())
+            .cloned()
+            .collect();
         ControllerClient {
+            local,
             voters,
             leader: std::sync::Mutex::new(None),
         }
@@ -55,11 +65,30 @@ impl ControllerClient {
         let deadline = Instant::now() + timeout;
         let mut next = 0usize;
         loop {
-            let voter = match self
-                .leader()
-                .and_then(|l| self.voters.iter().find(|v| v.id == l))
-            {
+            if self.local.is_active() {
+                match self.local.handle(req.clone()).await {
+                    // Leadership is changing under us: give the election a moment.
+                    BrokerReply::NotController { .. } => {
+                        tokio::time::sleep(Duration::from_millis(20)).await
+                    }
+                    reply => return Some(reply),
+                }
+            }
+            let known = self.leader().or(self.local.leader());
+            let remote = known.and_then(|l| self.voters.iter().find(|v| v.id == l));
+            let voter = match remote {
                 Some(v) => v.clone(),
+                // No other voter leads as far as we know: wait for an election (the local
+                // voter learns its outcome), then ask whoever won.
+                None if self.voters.is_empty() || known == Some(self.local.id()) => {
+                    self.set_leader(None);
+                    let wait = deadline.min(Instant::now() + Duration::from_millis(100));
+                    self.local.await_leader(None, wait).await;
+                    if Instant::now() >= deadline {
+                        return None;
+                    }
+                    continue;
+                }
                 None => {
                     next += 1;
                     self.voters[next % self.voters.len()].clone()
@@ -81,7 +110,8 @@ impl ControllerClient {
                     let hint = leader.filter(|l| *l != voter.id);
                     self.set_leader(hint);
                     if hint.is_none() {
-                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        let wait = deadline.min(Instant::now() + Duration::from_millis(100));
+                        self.local.await_leader(Some(voter.id), wait).await;
                     }
                 }
                 Ok(reply) => {

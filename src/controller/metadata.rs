@@ -23,8 +23,8 @@ use uuid::Uuid;
 /// "No leader": the partition is offline.
 pub const NO_LEADER: i32 = -1;
 
-/// A new cluster id of Kafka's length (22 characters), minted once: by the first active
-/// controller of a quorum, or by a single node on its first start.
+/// A new cluster id of Kafka's length (22 characters), minted once per data dir on its
+/// first start; the first active controller writes its own into the metadata log.
 pub fn new_cluster_id() -> String {
     Uuid::new_v4().simple().to_string()[..22].to_string()
 }
@@ -507,6 +507,20 @@ impl Image {
             });
         }
         Ok(out)
+    }
+
+    /// The existing topic a new topic `name` would collide with: Kafka refuses names that
+    /// differ from another only in '.' versus '_' (they meet in metric names).
+    pub fn name_collision(&self, name: &str) -> Option<String> {
+        let folded = name.replace('.', "_");
+        self.names
+            .keys()
+            .find(|n| n.as_str() != name && n.replace('.', "_") == folded)
+            .map(|other| {
+                format!(
+                    "topic '{name}' collides with existing topic '{other}' ('.' and '_' are treated alike)"
+                )
+            })
     }
 
     /// CreateTopics with an explicit replica assignment (kafka-topics --replica-assignment):
@@ -1064,6 +1078,13 @@ mod tests {
                 .create_topic("big", Uuid::new_v4(), 1, 4, Default::default(), 0),
             Err(ResponseError::InvalidReplicationFactor)
         );
+        log.topic("a.b", 1, 1);
+        assert!(log.image.name_collision("a_b").is_some());
+        assert!(
+            log.image.name_collision("a.b").is_none(),
+            "the same name is not a collision"
+        );
+        assert!(log.image.name_collision("a-b").is_none());
     }
 
     #[test]

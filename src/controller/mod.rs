@@ -1,4 +1,4 @@
-//! The cluster controller: the metadata quorum of a replicated cluster.
+//! The cluster controller: the metadata quorum.
 //!
 //! - [`metadata`]: the metadata state machine (records, the image they build, and the
 //!   controller's decisions), pure and unit-tested.
@@ -14,7 +14,8 @@
 //! - [`service`]: a voter: Raft over `controller.quorum.voters` on the controller listener,
 //!   and, while it leads, the active controller running the decisions one at a time.
 //!
-//! A single node without voters runs none of it today: its catalog changes topics itself.
+//! Every node runs it: without `controller.quorum.voters` a node is a quorum of one voter
+//! (Kafka's combined mode with one controller), so a single node and a cluster take one path.
 
 pub mod client;
 pub mod metadata;

@@ -2,9 +2,6 @@
 //! own (`<first log dir>/__cluster_metadata`), every write synced before it is acknowledged
 //! (the quorum's safety rests on it), and the state machine that applies committed
 //! [`Record`]s to the metadata [`Image`], with the image as its snapshot.
-//!
-//! Not yet wired to a network or to the broker: the RPC transport between controllers and
-//! the brokers' use of the image come next.
 
 use std::fmt::Debug;
 use std::io::Cursor;

@@ -27,6 +27,9 @@ pub const METADATA_DIR: &str = "__cluster_metadata";
 
 pub struct ControllerNode {
     id: i32,
+    /// What the first active controller writes to an empty metadata log: the cluster id,
+    /// and the topics a data dir of an earlier single-node release already holds.
+    seed: std::sync::Mutex<Option<Seed>>,
     raft: Raft<TypeConfig>,
     image: watch::Receiver<Arc<Image>>,
     /// Decisions run one at a time against the image their predecessor left.
@@ -40,6 +43,13 @@ pub struct ControllerNode {
     unclean_elections: AtomicU64,
 }
 
+/// The first records of a new metadata log (see [`ControllerNode::start`]).
+pub struct Seed {
+    pub cluster_id: String,
+    /// Topics and partitions to carry over, as records.
+    pub records: Vec<Record>,
+}
+
 struct Active {
     sessions: Sessions,
     /// The Raft term this node last took over in (sessions restart then).
@@ -49,10 +59,16 @@ struct Active {
 }
 
 impl ControllerNode {
-    /// Opens the quorum's storage, joins the quorum on `listener` and starts serving.
-    /// Every voter offers the same initial membership when its log is empty, so the quorum
-    /// forms whichever voters start first.
-    pub async fn start(config: &Config, listener: TcpListener) -> anyhow::Result<Arc<Self>> {
+    /// Opens the quorum's storage, joins the quorum and starts serving. Without
+    /// `controller.quorum.voters` this node is the quorum's one voter (Kafka's combined mode
+    /// with a single controller) and needs no `listener`; with voters it listens for the
+    /// others on `listener`, and every voter offers the same initial membership when its
+    /// log is empty, so the quorum forms whichever voters start first.
+    pub async fn start(
+        config: &Config,
+        listener: Option<TcpListener>,
+        seed: Seed,
+    ) -> anyhow::Result<Arc<Self>> {
         let dir = config.log_dirs[0].join(METADATA_DIR);
         let db = open_db(Path::new(&dir))
             .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", dir.display()))?;
@@ -65,12 +81,21 @@ impl ControllerNode {
             election_timeout_max: 2000,
             ..Default::default()
         };
-        let network = Network {
-            addrs: config
+        let voters: Vec<(u64, String)> = if config.cluster.voters.is_empty() {
+            vec![(config.node_id as u64, String::new())]
+        } else {
+            config
                 .cluster
                 .voters
                 .iter()
                 .map(|v| (v.id as u64, format!("{}:{}", v.host, v.port)))
+                .collect()
+        };
+        let network = Network {
+            addrs: voters
+                .iter()
+                .filter(|(id, _)| *id != config.node_id as u64)
+                .cloned()
                 .collect(),
         };
         let raft = Raft::new(
@@ -84,6 +109,7 @@ impl ControllerNode {
         let (stop, stop_rx) = watch::channel(false);
         let node = Arc::new(ControllerNode {
             id: config.node_id,
+            seed: std::sync::Mutex::new(Some(seed)),
             raft: raft.clone(),
             image,
             active: Mutex::new(Active {
@@ -98,53 +124,68 @@ impl ControllerNode {
             unclean_default: config.cluster.unclean_leader_election_enable,
             unclean_elections: AtomicU64::new(0),
         });
-        let handler: BrokerHandler = {
-            let node = node.clone();
-            Arc::new(move |req| {
+        if let Some(listener) = listener {
+            let handler: BrokerHandler = {
                 let node = node.clone();
-                Box::pin(async move { node.handle(req).await })
-            })
-        };
-        tokio::spawn(network::serve(
-            listener,
-            raft.clone(),
-            Some(handler),
-            stop_rx.clone(),
-        ));
+                Arc::new(move |req| {
+                    let node = node.clone();
+                    Box::pin(async move { node.handle(req).await })
+                })
+            };
+            tokio::spawn(network::serve(
+                listener,
+                raft.clone(),
+                Some(handler),
+                stop_rx.clone(),
+            ));
+        }
         // Voters offer the membership one after another (by their place in the list), so
         // usually the first forms the quorum and the others join it instead of racing it.
-        let rank = config
-            .cluster
-            .voters
+        let rank = voters
             .iter()
-            .position(|v| v.id == config.node_id)
+            .position(|(id, _)| *id == config.node_id as u64)
             .unwrap_or(0);
-        let members: BTreeMap<u64, BasicNode> = config
-            .cluster
-            .voters
-            .iter()
-            .map(|v| {
-                (
-                    v.id as u64,
-                    BasicNode {
-                        addr: format!("{}:{}", v.host, v.port),
-                    },
-                )
-            })
+        let members: BTreeMap<u64, BasicNode> = voters
+            .into_iter()
+            .map(|(id, addr)| (id, BasicNode { addr }))
             .collect();
-        tokio::spawn({
-            let raft = raft.clone();
-            async move {
-                tokio::time::sleep(Duration::from_millis(1500) * rank as u32).await;
-                if matches!(raft.is_initialized().await, Ok(false)) {
-                    if let Err(e) = raft.initialize(members).await {
-                        tracing::debug!(error = %e, "quorum already initialised by another voter");
-                    }
+        let offer = async move {
+            if matches!(raft.is_initialized().await, Ok(false)) {
+                if let Err(e) = raft.initialize(members).await {
+                    tracing::debug!(error = %e, "quorum already initialised by another voter");
                 }
             }
-        });
+        };
+        if rank == 0 {
+            offer.await;
+        } else {
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(1500) * rank as u32).await;
+                offer.await;
+            });
+        }
         tokio::spawn(node.clone().run_sessions(stop_rx));
         Ok(node)
+    }
+
+    /// Waits until a leader can be asked (this voter leading, or another voter than `not`
+    /// known to lead), or `deadline` passes.
+    pub async fn await_leader(&self, not: Option<i32>, deadline: Instant) {
+        let me = self.id as u64;
+        let mut m = self.raft.metrics();
+        let _ = tokio::time::timeout_at(
+            deadline,
+            m.wait_for(|m| match m.current_leader {
+                Some(l) if l == me => m.state == ServerState::Leader,
+                Some(l) => Some(l as i32) != not,
+                None => false,
+            }),
+        )
+        .await;
+    }
+
+    pub fn id(&self) -> i32 {
+        self.id
     }
 
     /// Whether `unclean.leader.election.enable` holds for topic `t` (its override, else the
@@ -309,11 +350,28 @@ impl ControllerNode {
             let image = self.image.borrow().clone();
             active.sessions.took_over(&image, Instant::now());
             if image.cluster_id.is_none() {
-                let id = super::metadata::new_cluster_id();
+                // The first records of the log: the cluster id and what the seed carries.
+                let seed = self
+                    .seed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_ref()
+                    .map(|s| (s.cluster_id.clone(), s.records.clone()));
+                let (id, carried) =
+                    seed.unwrap_or_else(|| (super::metadata::new_cluster_id(), Vec::new()));
+                if !carried.is_empty() {
+                    tracing::info!(
+                        records = carried.len(),
+                        "carrying this data dir's topics into the new metadata log"
+                    );
+                }
+                let mut records = vec![Record::ClusterId { id }];
+                records.extend(carried);
                 self.raft
-                    .client_write(vec![Record::ClusterId { id }])
+                    .client_write(records)
                     .await
                     .map_err(|_| not_controller())?;
+                *self.seed.lock().unwrap_or_else(|e| e.into_inner()) = None;
             }
             active.term = Some(term);
             tracing::info!(term, "this node is the active controller");
@@ -329,7 +387,9 @@ impl ControllerNode {
         Ok(answer)
     }
 
-    async fn handle(&self, req: BrokerRequest) -> BrokerReply {
+    /// Answers a broker's request: decides it while this voter is the active controller,
+    /// else names the leader it knows.
+    pub async fn handle(&self, req: BrokerRequest) -> BrokerReply {
         let err = BrokerReply::error;
         let result = match req {
             BrokerRequest::DescribeQuorum => match self.quorum() {
@@ -528,6 +588,12 @@ impl ControllerNode {
     ) -> Result<BrokerReply, BrokerReply> {
         let id = Uuid::new_v4();
         self.decide(|image, active| {
+            if let Some(message) = image.name_collision(&name) {
+                return Err(BrokerReply::Error {
+                    code: kafka_protocol::ResponseError::InvalidTopicException.code(),
+                    message: Some(message),
+                });
+            }
             let rs = match &assignment {
                 Some(a) => image
                     .create_topic_assigned(&name, id, a, configs)

@@ -5,10 +5,11 @@
 //! rebalance deadlines, offset retention) and writes what the groups say to persist
 //! through a [`GroupStore`].
 //!
-//! On a single node this broker coordinates every group and writes straight to its
-//! [`GroupStore`]. In a cluster it holds only the groups whose `__consumer_offsets`
-//! partition it leads ([`Coordinator::load`] / [`Coordinator::unload`]), and its changes go
-//! through a [`GroupLog`] that replicates them before they count as written. The same
+//! A broker holds only the groups whose `__consumer_offsets` partition it leads
+//! ([`Coordinator::load`] / [`Coordinator::unload`]; on a single node, every partition),
+//! and its changes go through a [`GroupLog`] that replicates them before they count as
+//! written. Without one (unit tests of the logic above storage) changes go straight to the
+//! store. The same
 //! [`GroupLog`] says which groups this broker coordinates: every entry point that serves
 //! one group answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS itself, through its
 //! own result type, so handlers only turn results into responses.
@@ -55,6 +56,9 @@ pub trait GroupLog: Send + Sync + 'static {
     /// Whether this broker coordinates `group_id` now: Ok, or the error to answer
     /// (COORDINATOR_LOAD_IN_PROGRESS while its partition loads, NOT_COORDINATOR elsewhere).
     fn check(&self, group_id: &str) -> std::result::Result<(), ResponseError>;
+
+    /// Whether any partition this broker coordinates is still loading its groups.
+    fn loading(&self) -> bool;
 
     /// Queues `changes` of `group_id` behind the ones before; the receiver answers whether
     /// they were committed (false: they were not, and the partition's groups are reloaded).
@@ -188,8 +192,8 @@ impl Coordinator {
         })
     }
 
-    /// The local store: on a single node the state itself; in a cluster the state of the
-    /// `__consumer_offsets` records this broker has applied.
+    /// The local store: the state of the `__consumer_offsets` records this broker has
+    /// applied.
     pub fn store(&self) -> &Arc<dyn GroupStore> {
         &self.store
     }
@@ -230,7 +234,7 @@ impl Coordinator {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether this broker coordinates `group_id` now (always, on a single node). Asked
+    /// Whether this broker coordinates `group_id` now (always, without a [`GroupLog`]). Asked
     /// before taking our lock: the [`GroupLog`] takes its own lock before ours.
     fn route(&self, group_id: &str) -> std::result::Result<(), ResponseError> {
         match self.log.get() {
@@ -516,6 +520,12 @@ impl Coordinator {
                 id: id.to_string(),
             })
             .collect()
+    }
+
+    /// Whether groups are still being loaded (ListGroups then answers
+    /// COORDINATOR_LOAD_IN_PROGRESS, as Kafka's coordinator does).
+    pub fn loading(&self) -> bool {
+        self.log.get().is_some_and(|l| l.loading())
     }
 
     pub fn list(&self) -> Vec<Listed> {
@@ -1236,6 +1246,10 @@ mod tests {
             Ok(())
         }
 
+        fn loading(&self) -> bool {
+            false
+        }
+
         fn submit(&self, _group: &str, changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {
             let (tx, rx) = oneshot::channel();
             let ok = self.accept.load(std::sync::atomic::Ordering::SeqCst);
@@ -1254,6 +1268,10 @@ mod tests {
     impl GroupLog for Elsewhere {
         fn check(&self, _group: &str) -> std::result::Result<(), ResponseError> {
             Err(self.0)
+        }
+
+        fn loading(&self) -> bool {
+            self.0 == ResponseError::CoordinatorLoadInProgress
         }
 
         fn submit(&self, _group: &str, _changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {

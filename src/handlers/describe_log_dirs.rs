@@ -42,7 +42,7 @@ pub async fn handle(
                 .iter()
                 .filter(|p| p.dir == index)
                 // In a cluster every broker knows every partition; it holds only its replicas.
-                .filter(|p| p.placement(node).replicas.contains(&node))
+                .filter(|p| p.placement().replicas.contains(&node))
                 .filter(|p| only.as_ref().is_none_or(|o| o.contains(&p.index)))
                 .map(|p| {
                     DescribeLogDirsPartition::default()

@@ -1,7 +1,7 @@
 //! DescribeQuorum (kafka-metadata-quorum): the Raft quorum over `controller.quorum.voters`
 //! as the active controller sees it, asked through the controller listener from any
-//! broker, reported as KRaft's `__cluster_metadata` partition 0. A single node has no
-//! quorum and says so.
+//! broker, reported as KRaft's `__cluster_metadata` partition 0. A single node is a quorum
+//! of one voter.
 
 use std::sync::Arc;
 

@@ -18,7 +18,6 @@ pub async fn handle(
     _ctx: &RequestContext<'_>,
     req: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
-    let node = broker.node_id();
     let mut names: Vec<String> = if req.topics.is_empty() {
         broker
             .catalog
@@ -75,7 +74,7 @@ pub async fn handle(
                 break;
             }
             budget -= 1;
-            let place = p.placement(node);
+            let place = p.placement();
             partitions.push(
                 DescribeTopicPartitionsResponsePartition::default()
                     .with_partition_index(p.index)

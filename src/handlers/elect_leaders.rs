@@ -40,7 +40,6 @@ pub async fn handle(
             })
             .collect(),
     };
-    let node = broker.node_id();
     let mut results = Vec::with_capacity(wanted.len());
     for (topic, partitions) in wanted {
         let mut out = Vec::with_capacity(partitions.len());
@@ -52,7 +51,7 @@ pub async fn handle(
                         .elect_leader(
                             &topic,
                             index,
-                            &p.placement(node),
+                            &p.placement(),
                             req.election_type != PREFERRED,
                         )
                         .await

@@ -288,7 +288,14 @@ pub async fn list_groups(
             l
         })
         .collect();
-    ListGroupsResponse::default().with_groups(groups)
+    let loading = broker.groups.loading();
+    ListGroupsResponse::default()
+        .with_error_code(if loading {
+            ResponseError::CoordinatorLoadInProgress.code()
+        } else {
+            0
+        })
+        .with_groups(if loading { Vec::new() } else { groups })
 }
 
 pub async fn describe_groups(

@@ -23,7 +23,6 @@ pub async fn handle(
     ctx: &RequestContext<'_>,
     req: MetadataRequest,
 ) -> MetadataResponse {
-    let node = broker.node_id();
     let ops = if req.include_topic_authorized_operations {
         TOPIC_OPERATIONS_ALL
     } else {
@@ -44,7 +43,7 @@ pub async fn handle(
             .catalog
             .all()
             .iter()
-            .map(|t| describe(t, node, ops))
+            .map(|t| describe(t, ops))
             .collect(),
         Some(requested) => {
             // Before v4 the request has no flag and creation was always allowed.
@@ -58,12 +57,12 @@ pub async fn handle(
                 };
                 let Some(name) = r.name.as_ref().map(|n| n.to_string()) else {
                     out.push(match by_id {
-                        Some(t) => describe(&t, node, ops),
+                        Some(t) => describe(&t, ops),
                         None => error_topic(None, r.topic_id, Error::UnknownTopicId.code()),
                     });
                     continue;
                 };
-                out.push(lookup_or_create(broker, &name, allow_create, node, ops).await);
+                out.push(lookup_or_create(broker, &name, allow_create, ops).await);
             }
             out
         }
@@ -104,11 +103,10 @@ async fn lookup_or_create(
     broker: &Arc<Broker>,
     name: &str,
     allow_create: bool,
-    node: i32,
     ops: i32,
 ) -> MetadataResponseTopic {
     if let Some(t) = broker.catalog.get(name) {
-        return describe(&t, node, ops);
+        return describe(&t, ops);
     }
     if let Err(e) = validate_topic_name(name) {
         return error_topic(Some(name), uuid::Uuid::nil(), e.code());
@@ -123,7 +121,7 @@ async fn lookup_or_create(
     match broker.auto_create(name).await {
         // Created synchronously, so it is ready to use right away.
         Ok(()) | Err(Error::TopicAlreadyExists(_)) => match broker.catalog.get(name) {
-            Some(t) => describe(&t, node, ops),
+            Some(t) => describe(&t, ops),
             None => error_topic(
                 Some(name),
                 uuid::Uuid::nil(),
@@ -160,7 +158,7 @@ fn error_topic(name: Option<&str>, id: uuid::Uuid, code: i16) -> MetadataRespons
         .with_topic_id(id)
 }
 
-fn describe(t: &Topic, node: i32, ops: i32) -> MetadataResponseTopic {
+fn describe(t: &Topic, ops: i32) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(topic_name(&t.name)))
         .with_topic_id(t.id)
@@ -169,7 +167,7 @@ fn describe(t: &Topic, node: i32, ops: i32) -> MetadataResponseTopic {
             t.partitions
                 .iter()
                 .map(|p| {
-                    let place = p.placement(node);
+                    let place = p.placement();
                     let code = if place.leader < 0 {
                         kafka_protocol::ResponseError::LeaderNotAvailable.code()
                     } else {

@@ -111,7 +111,7 @@ async fn append_to(
     timeout: std::time::Duration,
 ) -> Result<(Appended, i64)> {
     let e = t.effective;
-    let place = p.placement(node);
+    let place = p.placement();
     if place.leader != node {
         return Err(Error::NotLeaderOrFollower);
     }

@@ -1,7 +1,7 @@
 //! AlterPartitionReassignments and ListPartitionReassignments (KIP-455, what
 //! kafka-reassign-partitions drives). The controller decides each partition's change (see
-//! `Image::reassign`); the list is read from this broker's metadata image. A single node
-//! has nothing to move: its own id is the only assignment, already in place.
+//! `Image::reassign`); the list is read from this broker's metadata image. On a single node
+//! the only possible assignment is the one in place.
 
 use std::sync::Arc;
 

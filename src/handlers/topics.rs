@@ -210,7 +210,8 @@ pub async fn create_partitions(
 ) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
-        let assignment = t.assignments.as_ref().map(|a| {
+        // An empty list names no placement (some clients send one for null).
+        let assignment = t.assignments.as_ref().filter(|a| !a.is_empty()).map(|a| {
             a.iter()
                 .map(|x| x.broker_ids.iter().map(|b| b.0).collect())
                 .collect()

@@ -4,8 +4,8 @@
 //! consumers at the tail never read storage.
 //!
 //! The HW is kept apart from the LEO even on one node: consumers read only below the HW,
-//! and the HW is the minimum LEO over the in-sync replicas. On a single node, and on a
-//! leader whose ISR is itself alone, the HW follows the LEO as soon as an append is written;
+//! and the HW is the minimum LEO over the in-sync replicas. On a leader whose ISR is itself
+//! alone (every partition of a single node), the HW follows the LEO as soon as an append is written;
 //! otherwise `replication` moves it as followers fetch.
 
 pub mod batch;
@@ -86,7 +86,7 @@ struct ReadState {
     tail: VecDeque<Cached>,
     tail_bytes: usize,
     /// The HW follows the LEO on every append: true while this replica is the whole ISR
-    /// (a single node, or a leader whose followers all dropped out). Otherwise the
+    /// (a partition of one replica, or a leader whose followers all dropped out). Otherwise the
     /// replication layer moves the HW with [`PartitionLog::advance_hw`].
     sole_replica: bool,
 }

@@ -178,12 +178,21 @@ impl GroupPartitions {
                 let Some(n) = self.count() else { return };
                 match self.coordinator.load(&|group| partition_for(group, n) == i) {
                     Ok(groups) => {
-                        tracing::info!(
-                            partition = i,
-                            leader_epoch = epoch,
-                            groups,
-                            "coordinating the groups of {OFFSETS_TOPIC}-{i}"
-                        );
+                        // Fifty empty partitions at a first start say nothing worth a line each.
+                        if groups > 0 {
+                            tracing::info!(
+                                partition = i,
+                                leader_epoch = epoch,
+                                groups,
+                                "coordinating the groups of {OFFSETS_TOPIC}-{i}"
+                            );
+                        } else {
+                            tracing::debug!(
+                                partition = i,
+                                leader_epoch = epoch,
+                                "coordinating {OFFSETS_TOPIC}-{i}, no groups yet"
+                            );
+                        }
                         let (tx, rx) = mpsc::unbounded_channel();
                         lock(&self.writers).insert(i, tx);
                         slots.insert(i, Slot::Loaded(epoch));
@@ -259,12 +268,14 @@ impl GroupPartitions {
             self.coordinator.store().write_groups(&changes)?;
             self.meta.put(&key, &next.to_be_bytes())?;
         }
-        tracing::info!(
-            partition = i,
-            from,
-            to = next,
-            "applied {OFFSETS_TOPIC}-{i}"
-        );
+        if next > from {
+            tracing::info!(
+                partition = i,
+                from,
+                to = next,
+                "applied {OFFSETS_TOPIC}-{i}"
+            );
+        }
         Ok(())
     }
 
@@ -303,7 +314,7 @@ impl GroupPartitions {
     /// Appends `writes` as one batch, waits for the ISR, applies them locally.
     async fn write(&self, topic: &Topic, i: i32, epoch: i32, writes: &[Write]) -> Result<()> {
         let p = &topic.partitions[i as usize];
-        let place = p.placement(self.me);
+        let place = p.placement();
         if place.leader != self.me || place.leader_epoch != epoch {
             return Err(Error::NotLeaderOrFollower);
         }
@@ -359,6 +370,12 @@ impl GroupLog for GroupPartitions {
             Some(Slot::Loading(_)) => Err(ResponseError::CoordinatorLoadInProgress),
             None => Err(ResponseError::NotCoordinator),
         }
+    }
+
+    fn loading(&self) -> bool {
+        lock(&self.slots)
+            .values()
+            .any(|s| matches!(s, Slot::Loading(_)))
     }
 
     fn submit(&self, group_id: &str, changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {

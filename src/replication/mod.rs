@@ -124,8 +124,7 @@ impl Cluster {
         node.groups.replicate_through(groups.clone());
         let cluster = Arc::new(Cluster {
             image: controller.image(),
-            controller,
-            client: ControllerClient::new(node.config.cluster.voters.clone()),
+            client: ControllerClient::new(controller.clone(), &node.config.cluster.voters),
             epoch: AtomicI64::new(-1),
             incarnation: Uuid::new_v4(),
             applied: watch::channel(-1).0,
@@ -134,6 +133,7 @@ impl Cluster {
             want_shut_down: watch::channel(false).0,
             groups,
             node,
+            controller,
         });
         tokio::spawn(cluster.clone().membership());
         tokio::spawn(cluster.clone().follow_metadata());
@@ -154,6 +154,15 @@ impl Cluster {
             .brokers
             .values()
             .any(|b| b.incarnation == self.incarnation && b.epoch == epoch && !b.fenced)
+    }
+
+    /// Waits until this broker [`is_running`](Self::is_running), as Kafka's broker waits to
+    /// be unfenced before it serves clients.
+    pub async fn await_running(&self) {
+        let mut applied = self.applied.subscribe();
+        let _ = applied
+            .wait_for(|a| *a >= self.image().offset && self.is_running())
+            .await;
     }
 
     pub fn broker_epoch(&self) -> i64 {
@@ -213,6 +222,7 @@ impl Cluster {
                 }
             }
             let shutting_down = *want_shut_down.borrow();
+            let mut applied = self.applied.subscribe();
             let req = BrokerRequest::Heartbeat {
                 broker: self.node.id(),
                 broker_epoch: self.broker_epoch(),
@@ -242,13 +252,11 @@ impl Cluster {
                 }
                 other => tracing::debug!(answer = ?other, "heartbeat not answered"),
             }
-            let wait = if shutting_down {
-                Duration::from_millis(200)
-            } else {
-                interval
-            };
+            // Shutting down, the next heartbeat goes as soon as this broker has applied what
+            // the last one decided (bounded): the controller answers once it leads nothing.
             tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
+                _ = tokio::time::sleep(if shutting_down { Duration::from_millis(200) } else { interval }) => {}
+                _ = applied.changed(), if shutting_down => {}
                 _ = want_shut_down.wait_for(|w| *w), if !shutting_down => {}
             }
         }
@@ -259,6 +267,13 @@ impl Cluster {
     async fn follow_metadata(self: Arc<Self>) {
         let mut rx = self.image.clone();
         let mut shutdown = self.node.shutdown.clone();
+        // An image without a cluster id is a log the first controller has not started yet
+        // (it seeds it with what this data dir holds): applying it would drop every local
+        // topic.
+        tokio::select! {
+            r = rx.wait_for(|i| i.cluster_id.is_some()) => if r.is_err() { return },
+            _ = shutdown::requested(&mut shutdown) => return,
+        }
         loop {
             let image = rx.borrow_and_update().clone();
             if let Err(e) = self.apply_image(&image).await {
@@ -723,7 +738,6 @@ impl Cluster {
     ) -> std::result::Result<(i32, String, u16), ResponseError> {
         if !self.image().names.contains_key(OFFSETS_TOPIC) {
             let c = &self.node.config.cluster;
-            let configs = BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]);
             let created = self
                 .create_topic(
                     OFFSETS_TOPIC,
@@ -731,7 +745,7 @@ impl Cluster {
                         partitions: c.offsets_topic_num_partitions,
                         replication_factor: c.offsets_topic_replication_factor,
                     },
-                    configs,
+                    offsets_topic_configs(),
                     false,
                 )
                 .await;
@@ -777,6 +791,12 @@ impl Cluster {
     }
 }
 
+/// The config overrides `__consumer_offsets` is created with: kept until a group's state
+/// says otherwise (records are never deleted by time).
+pub fn offsets_topic_configs() -> BTreeMap<String, String> {
+    BTreeMap::from([("retention.ms".to_string(), "-1".to_string())])
+}
+
 /// The leader's HW: the minimum LEO over the ISR (this broker's own LEO included); a
 /// follower that has not fetched in this epoch holds it where it is.
 pub fn recompute_hw(me: i32, p: &Partition) {
@@ -819,7 +839,7 @@ pub async fn await_committed(
         let moved = p.log.hw_moved.notified();
         tokio::pin!(moved);
         moved.as_mut().enable();
-        let place = p.placement(node);
+        let place = p.placement();
         if place.leader != node || place.leader_epoch != epoch {
             return Err(Error::NotLeaderOrFollower);
         }

@@ -40,7 +40,7 @@ pub fn families(broker: &Broker) -> Vec<MetricFamily> {
     let mut out = Vec::new();
     let topics = broker.catalog.all();
     replica_and_controller_gauges(&mut out, broker, &topics);
-    partition_gauges(&mut out, broker.node_id(), &topics, partition_series);
+    partition_gauges(&mut out, &topics, partition_series);
     let hw: BTreeMap<(&str, i32), i64> = topics
         .iter()
         .flat_map(|t| {
@@ -67,7 +67,7 @@ fn replica_and_controller_gauges(
     for t in topics {
         let min_isr = t.effective.min_insync_replicas as usize;
         for p in &t.partitions {
-            let place = p.placement(node);
+            let place = p.placement();
             if place.replicas.contains(&node) {
                 partitions += 1;
             }
@@ -84,8 +84,8 @@ fn replica_and_controller_gauges(
     }
     let global_partitions: usize = topics.iter().map(|t| t.partitions.len()).sum();
     // Controller-wide figures come from the active controller only (as in Kafka), so sums
-    // over the cluster count each once; a single node is its own controller.
-    let active = broker.cluster().is_none_or(|c| c.controller.is_active());
+    // over the cluster count each once; a single node is its own active controller.
+    let active = broker.cluster().is_some_and(|c| c.controller.is_active());
     if let Some(c) = broker.cluster() {
         let counted = broker.metrics.unclean_leader_elections.get();
         let decided = c.controller.unclean_elections();
@@ -159,12 +159,7 @@ fn replica_and_controller_gauges(
 
 /// Partitions per topic, and per partition (unless switched off) its size, offsets and
 /// replicas.
-fn partition_gauges(
-    out: &mut Vec<MetricFamily>,
-    node: i32,
-    topics: &[Arc<Topic>],
-    partition_series: bool,
-) {
+fn partition_gauges(out: &mut Vec<MetricFamily>, topics: &[Arc<Topic>], partition_series: bool) {
     gauge_vec(
         out,
         "kafka_topic_partitions",
@@ -214,20 +209,20 @@ fn partition_gauges(
             out,
             "kafka_topic_partition_leader",
             "Node id of the partition's leader (-1: none)",
-            &|p| p.placement(node).leader as i64,
+            &|p| p.placement().leader as i64,
         );
         per_partition(
             out,
             "kafka_topic_partition_in_sync_replica",
             "Replicas in the partition's ISR",
-            &|p| p.placement(node).isr.len() as i64,
+            &|p| p.placement().isr.len() as i64,
         );
         per_partition(
             out,
             "kafka_topic_partition_under_replicated_partition",
             "1 if the partition's ISR is smaller than its replica set",
             &|p| {
-                let place = p.placement(node);
+                let place = p.placement();
                 i64::from(place.isr.len() < place.replicas.len())
             },
         );

@@ -209,6 +209,36 @@ impl Client {
         Some(Bytes::from(buf))
     }
 
+    /// Waits (bounded) until the broker coordinates groups, as a client's first
+    /// FindCoordinator finds out: the first one creates `__consumer_offsets`, then the
+    /// coordinator loads its partitions (ListGroups answers COORDINATOR_LOAD_IN_PROGRESS
+    /// until every one is loaded). Call it after each start of the broker.
+    pub fn await_group_coordinator(&mut self) {
+        use kafka_protocol::messages::{
+            FindCoordinatorRequest, FindCoordinatorResponse, ListGroupsRequest, ListGroupsResponse,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r: FindCoordinatorResponse = self.send(
+                ApiKey::FindCoordinator,
+                3,
+                &FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("any")),
+            );
+            if r.error_code == 0 {
+                let l: ListGroupsResponse =
+                    self.send(ApiKey::ListGroups, 4, &ListGroupsRequest::default());
+                if l.error_code == 0 {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the group coordinator did not become available"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// True when the broker has closed this connection.
     pub fn is_closed(&mut self) -> bool {
         let mut b = [0u8; 1];
