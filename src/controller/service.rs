@@ -145,6 +145,7 @@ impl ControllerNode {
             .iter()
             .position(|(id, _)| *id == config.node_id as u64)
             .unwrap_or(0);
+        let members_len = voters.len();
         let members: BTreeMap<u64, BasicNode> = voters
             .into_iter()
             .map(|(id, addr)| (id, BasicNode { addr }))
@@ -156,7 +157,9 @@ impl ControllerNode {
                 }
             }
         };
-        if rank == 0 {
+        // A sole voter elects itself at once, so the broker can register right away; with
+        // others, initialising must not wait for them.
+        if members_len == 1 {
             offer.await;
         } else {
             tokio::spawn(async move {
