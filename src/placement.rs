@@ -47,7 +47,7 @@ impl Replica {
 
     /// NOT_LEADER_OR_FOLLOWER unless node `me` leads.
     pub fn check_leader(&self, me: i32) -> Result<()> {
-        match self.get() {
+        match self.lock().as_ref() {
             Some(a) if a.leader == me => Ok(()),
             _ => Err(Error::NotLeaderOrFollower),
         }

@@ -40,12 +40,13 @@ pub struct Partition {
 impl Partition {
     /// As the controller's partition record says (last applied); before that, no leader.
     pub fn placement(&self) -> Placement {
-        match self.replica.get() {
+        // Under the lock, without cloning the followers' progress (every produce asks).
+        match self.replica.lock().as_ref() {
             Some(a) => Placement {
                 leader: a.leader,
-                replicas: a.replicas,
-                isr: a.isr,
-                offline: a.offline,
+                replicas: a.replicas.clone(),
+                isr: a.isr.clone(),
+                offline: a.offline.clone(),
                 leader_epoch: a.leader_epoch,
             },
             None => Placement {
