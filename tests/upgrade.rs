@@ -1,17 +1,20 @@
 //! Upgrades: a data dir written by an earlier release starts under this one with its topics
 //! (same ids, partitions and configs), records, committed offsets and consumer groups.
 //!
-//! `tests/fixtures/single-node-0.1.tar.gz` was written by the single-node release at commit
-//! 24d4b6e (topics and groups in the node's own column families, before the metadata quorum
-//! served a single node) with `write_fixture` below:
+//! Each fixture was written with `write_fixture` below by the release it is named after:
+//!
+//! - `single-node-0.1.tar.gz`, commit 24d4b6e: topics and groups in the node's own column
+//!   families, before the metadata quorum served a single node.
+//! - `single-node-0.2.tar.gz`, commit cbd4475: a single node as a metadata quorum of one
+//!   (its Raft log in `__cluster_metadata`), groups in `__consumer_offsets`.
 //!
 //! ```sh
 //! CAIRN_FIXTURE_DIR=/tmp/fx cargo test --release --test upgrade write_fixture -- --ignored
-//! tar -C /tmp/fx -czf tests/fixtures/single-node-0.1.tar.gz .
+//! tar -C /tmp/fx -czf tests/fixtures/single-node-0.2.tar.gz .
 //! ```
 //!
-//! Keep the fixture as it is: it stands for data users already have on disk. A release
-//! that changes the layout adds a fixture of its own and keeps this test passing.
+//! Keep the fixtures as they are: they stand for data users already have on disk. A release
+//! that changes the layout adds a fixture of its own and keeps every test here passing.
 
 mod common;
 
@@ -31,8 +34,6 @@ use kafka_protocol::messages::{
     OffsetFetchResponse,
 };
 use kafka_protocol::protocol::StrBytes;
-
-const FIXTURE: &str = "tests/fixtures/single-node-0.1.tar.gz";
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -105,6 +106,7 @@ fn write_fixture() {
     let dir = Path::new(&dir);
     let mut b = Broker::start_in(&dir.join("data"), &[]);
     let mut c = b.client();
+    c.await_group_coordinator();
     for (topic, partitions, n) in TOPICS {
         assert_eq!(
             c.create_topic(topic, *partitions, &[("retention.ms", "123456789")]),
@@ -150,8 +152,17 @@ fn write_fixture() {
 
 #[test]
 fn a_single_node_data_dir_of_release_0_1_keeps_topics_records_offsets_and_groups() {
+    starts_with_everything_kept("tests/fixtures/single-node-0.1.tar.gz");
+}
+
+#[test]
+fn a_single_node_data_dir_of_release_0_2_keeps_topics_records_offsets_and_groups() {
+    starts_with_everything_kept("tests/fixtures/single-node-0.2.tar.gz");
+}
+
+fn starts_with_everything_kept(fixture: &str) {
     let tmp = tempfile::tempdir().unwrap();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(fixture);
     let untar = Command::new("tar")
         .arg("-C")
         .arg(tmp.path())
