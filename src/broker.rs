@@ -159,44 +159,35 @@ impl Broker {
     /// are served from it as on a node that always had one.
     fn seed(&self) -> Seed {
         let me = self.node_id();
+        let topic = |name: &str, id, configs| Record::Topic {
+            name: name.to_string(),
+            id,
+            configs,
+        };
+        let on_me = |topic, index| Record::Partition {
+            topic,
+            index,
+            replicas: vec![me],
+            isr: vec![me],
+            leader: NO_LEADER,
+        };
         let mut records = Vec::new();
         let topics = self.catalog.all();
-        let has_groups = !self.groups.list().is_empty();
-        let offsets = topics
-            .iter()
-            .any(|t| t.name == crate::topics::OFFSETS_TOPIC);
         for t in &topics {
-            records.push(Record::Topic {
-                name: t.name.clone(),
-                id: t.id,
-                configs: t.overrides.clone(),
-            });
-            for p in &t.partitions {
-                records.push(Record::Partition {
-                    topic: t.id,
-                    index: p.index,
-                    replicas: vec![me],
-                    isr: vec![me],
-                    leader: NO_LEADER,
-                });
-            }
+            records.push(topic(&t.name, t.id, t.overrides.clone()));
+            records.extend(t.partitions.iter().map(|p| on_me(t.id, p.index)));
         }
-        if has_groups && !offsets {
+        let offsets = crate::topics::OFFSETS_TOPIC;
+        if !self.groups.list().is_empty() && !topics.iter().any(|t| t.name == offsets) {
             let id = uuid::Uuid::new_v4();
-            records.push(Record::Topic {
-                name: crate::topics::OFFSETS_TOPIC.to_string(),
+            records.push(topic(
+                offsets,
                 id,
-                configs: crate::replication::offsets_topic_configs(),
-            });
-            for index in 0..self.config.cluster.offsets_topic_num_partitions {
-                records.push(Record::Partition {
-                    topic: id,
-                    index,
-                    replicas: vec![me],
-                    isr: vec![me],
-                    leader: NO_LEADER,
-                });
-            }
+                crate::replication::offsets_topic_configs(),
+            ));
+            records.extend(
+                (0..self.config.cluster.offsets_topic_num_partitions).map(|i| on_me(id, i)),
+            );
         }
         Seed {
             cluster_id: self.local_cluster_id.clone(),
