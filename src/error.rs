@@ -42,6 +42,12 @@ pub enum Error {
     OutOfOrderSequence { expected: i32, got: i32 },
     #[error("producer epoch {got} is older than the current epoch {current}")]
     InvalidProducerEpoch { got: i16, current: i16 },
+    #[error(
+        "coordinator epoch {got} is older than the partition's last coordinator epoch {current}"
+    )]
+    TransactionCoordinatorFenced { got: i32, current: i32 },
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(String),
     #[error("leader epoch {got} is older than the current leader epoch {current}")]
     FencedLeaderEpoch { got: i32, current: i32 },
     #[error("leader epoch {got} is newer than the current leader epoch {current}")]
@@ -92,6 +98,10 @@ impl Error {
             Error::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
             Error::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
             Error::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+            Error::TransactionCoordinatorFenced { .. } => {
+                ResponseError::TransactionCoordinatorFenced
+            }
+            Error::InvalidTxnState(_) => ResponseError::InvalidTxnState,
             Error::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
             Error::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
             Error::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,

@@ -183,13 +183,21 @@ fn dump_log(args: &[String]) -> ExitCode {
             for p in &t.partitions {
                 let mut at = p.log.offsets().log_start;
                 loop {
-                    let r = runtime.block_on(p.log.read(at, 1 << 20, true, false))?;
+                    let r = runtime.block_on(p.log.read(
+                        at,
+                        1 << 20,
+                        true,
+                        cairn::log::ReadUpTo::LogEnd,
+                    ))?;
                     if r.records.is_empty() {
                         break;
                     }
+                    let mut rest = &r.records[..];
                     for h in cairn::log::batch::headers(&r.records) {
                         use std::io::Write;
-                        writeln!(
+                        let (batch, next) = rest.split_at(h.size);
+                        rest = next;
+                        write!(
                             out,
                             "{} {} {} {} {} {:08x}",
                             t.name,
@@ -199,6 +207,22 @@ fn dump_log(args: &[String]) -> ExitCode {
                             h.partition_leader_epoch,
                             h.crc
                         )?;
+                        // Transaction markers: which end, for which producer and epoch.
+                        match cairn::log::batch::control_type(batch, &h) {
+                            Some(kind) => writeln!(
+                                out,
+                                " {} producer={} epoch={} coordinator_epoch={}",
+                                match kind {
+                                    cairn::log::batch::ControlType::Commit => "COMMIT",
+                                    cairn::log::batch::ControlType::Abort => "ABORT",
+                                },
+                                h.producer_id,
+                                h.producer_epoch,
+                                cairn::log::batch::marker_coordinator_epoch(batch, &h)
+                                    .unwrap_or(-1)
+                            )?,
+                            None => writeln!(out)?,
+                        }
                         at = h.last_offset() + 1;
                     }
                 }

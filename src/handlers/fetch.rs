@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use futures_util::future::select_all;
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::error::{Error, Result};
+use crate::log::ReadUpTo;
 use crate::topics::{Partition, Topic};
 
 /// Upper bound on a fetch's wait, whatever the client asks, so shutdown is never held up.
@@ -49,9 +50,14 @@ pub async fn handle(
     } else {
         req.replica_id
     };
-    // Consumers read committed data (below the HW); follower replicas read to the LEO.
+    // Consumers read committed data (below the HW, or for read_committed below the LSO);
+    // follower replicas read to the LEO.
     let committed_only = replica_id.0 < 0;
-    let read_committed = req.isolation_level == 1;
+    let upto = match (committed_only, req.isolation_level) {
+        (false, _) => ReadUpTo::LogEnd,
+        (true, 1) => ReadUpTo::LastStable,
+        (true, _) => ReadUpTo::HighWatermark,
+    };
 
     let mut wanted = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
@@ -114,8 +120,7 @@ pub async fn handle(
         for w in wakeups.iter_mut() {
             w.as_mut().enable();
         }
-        let (partitions, bytes, errors) =
-            gather(&wanted, max_bytes, committed_only, read_committed).await;
+        let (partitions, bytes, errors) = gather(&wanted, max_bytes, upto).await;
         let expired = tokio::time::Instant::now() >= deadline;
         if bytes >= min_bytes || errors || expired || broker.is_shutting_down() {
             // Kafka counts follower fetches apart (ReplicationBytesOut); these are clients'.
@@ -185,9 +190,9 @@ fn respond(
 async fn gather(
     wanted: &[Wanted],
     max_bytes: usize,
-    committed_only: bool,
-    read_committed: bool,
+    upto: ReadUpTo,
 ) -> (Vec<(usize, PartitionData)>, usize, bool) {
+    let read_committed = upto == ReadUpTo::LastStable;
     let mut out = Vec::with_capacity(wanted.len());
     let mut remaining = max_bytes;
     let mut min_one = true;
@@ -219,7 +224,7 @@ async fn gather(
                 out.push((
                     w.topic,
                     base.with_high_watermark(o.high_watermark)
-                        .with_last_stable_offset(o.high_watermark)
+                        .with_last_stable_offset(o.last_stable)
                         .with_log_start_offset(o.log_start)
                         .with_diverging_epoch(
                             EpochEndOffset::default()
@@ -233,20 +238,29 @@ async fn gather(
             }
         }
         let limit = (w.partition_max_bytes.max(0) as usize).min(remaining);
-        match log
-            .read(w.fetch_offset, limit, min_one, committed_only)
-            .await
-        {
+        match log.read(w.fetch_offset, limit, min_one, upto).await {
             Ok(r) => {
                 if !r.records.is_empty() {
                     min_one = false;
                     remaining = remaining.saturating_sub(r.records.len());
                 }
+                // Null for read_uncommitted; for read_committed, the aborted transactions
+                // the client must drop from these records.
+                let aborted = r.aborted.map(|list| {
+                    list.into_iter()
+                        .map(|(pid, first)| {
+                            AbortedTransaction::default()
+                                .with_producer_id(pid.into())
+                                .with_first_offset(first)
+                        })
+                        .collect()
+                });
                 out.push((
                     w.topic,
                     base.with_high_watermark(r.high_watermark)
-                        .with_last_stable_offset(r.high_watermark)
+                        .with_last_stable_offset(r.last_stable_offset)
                         .with_log_start_offset(r.log_start_offset)
+                        .with_aborted_transactions(aborted)
                         .with_records(Some(r.records)),
                 ));
             }
@@ -257,7 +271,7 @@ async fn gather(
                     w.topic,
                     failed(base, &e)
                         .with_high_watermark(o.high_watermark)
-                        .with_last_stable_offset(o.high_watermark)
+                        .with_last_stable_offset(o.last_stable)
                         .with_log_start_offset(o.log_start),
                 ));
             }

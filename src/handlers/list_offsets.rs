@@ -11,6 +11,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::error::Result;
+use crate::log::ReadUpTo;
 use crate::topics::Partition;
 
 const LATEST: i64 = -1;
@@ -25,13 +26,18 @@ pub async fn handle(
 ) -> ListOffsetsResponse {
     // Fields a version lacks must stay at their defaults, or the response cannot be encoded.
     let epochs = ctx.version >= 4;
+    // KIP-98: read_committed answers stop at the last stable offset, not the HW.
+    let upto = match req.isolation_level {
+        1 => ReadUpTo::LastStable,
+        _ => ReadUpTo::HighWatermark,
+    };
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
             let r = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
             let result = match broker.led_partition(&t.name, p.partition_index) {
-                Ok((_, part)) => lookup(&part, p.current_leader_epoch, p.timestamp).await,
+                Ok((_, part)) => lookup(&part, p.current_leader_epoch, p.timestamp, upto).await,
                 Err(e) => Err(e),
             };
             partitions.push(match result {
@@ -59,16 +65,17 @@ async fn lookup(
     part: &Partition,
     current_leader_epoch: i32,
     timestamp: i64,
+    upto: ReadUpTo,
 ) -> Result<(i64, i64, i32)> {
     let log = &part.log;
     log.check_leader_epoch(current_leader_epoch)?;
     let o = log.offsets();
-    // Without transactions the last stable offset is the high watermark, for either isolation.
     let found = match timestamp {
+        LATEST if upto == ReadUpTo::LastStable => Some((o.last_stable, -1)),
         LATEST => Some((o.high_watermark, -1)),
         EARLIEST | EARLIEST_LOCAL => Some((o.log_start, -1)),
-        MAX_TIMESTAMP => log.max_timestamp().await?,
-        t if t >= 0 => log.offset_for_timestamp(t).await?,
+        MAX_TIMESTAMP => log.max_timestamp(upto).await?,
+        t if t >= 0 => log.offset_for_timestamp(t, upto).await?,
         // Tiered-storage lookups (-5 and below): nothing is tiered.
         _ => None,
     };

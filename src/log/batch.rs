@@ -178,6 +178,11 @@ pub fn validate_produced(records: &[u8], max_message_bytes: i32) -> Result<Batch
             "clients may not write control batches".into(),
         ));
     }
+    if header.is_transactional() && !header.is_idempotent() {
+        return Err(Error::InvalidRecord(
+            "a transactional record batch needs a producer id".into(),
+        ));
+    }
     Ok(header)
 }
 
@@ -201,6 +206,113 @@ pub fn stamp(
         b[17..21].copy_from_slice(&crc.to_be_bytes());
     }
     b.freeze()
+}
+
+/// What a control batch marks: the end of a transaction (Kafka's `ControlRecordType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlType {
+    Abort,
+    Commit,
+}
+
+/// Builds the control batch a transaction marker is written as (Kafka's
+/// `EndTransactionMarker`): transactional and control attributes, base sequence -1, and one
+/// record whose key is version 0 + the type (0 ABORT, 1 COMMIT) and whose value is version 0
+/// + the coordinator epoch. Base offset and leader epoch are stamped on append.
+pub fn control_batch(
+    producer_id: i64,
+    producer_epoch: i16,
+    kind: ControlType,
+    coordinator_epoch: i32,
+    timestamp: i64,
+) -> Bytes {
+    let kind: i16 = match kind {
+        ControlType::Abort => 0,
+        ControlType::Commit => 1,
+    };
+    let mut body = vec![0u8]; // record attributes
+    put_varlong(&mut body, 0); // timestamp delta
+    put_varlong(&mut body, 0); // offset delta
+    put_varlong(&mut body, 4);
+    body.extend_from_slice(&0i16.to_be_bytes());
+    body.extend_from_slice(&kind.to_be_bytes());
+    put_varlong(&mut body, 6);
+    body.extend_from_slice(&0i16.to_be_bytes());
+    body.extend_from_slice(&coordinator_epoch.to_be_bytes());
+    put_varlong(&mut body, 0); // no headers
+    let mut b = Vec::with_capacity(HEADER_BYTES + body.len() + 2);
+    b.extend_from_slice(&0i64.to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes()); // batch length, set below
+    b.extend_from_slice(&0i32.to_be_bytes()); // partition leader epoch, stamped on append
+    b.push(2);
+    b.extend_from_slice(&0u32.to_be_bytes()); // crc, set below
+    b.extend_from_slice(&(ATTR_TRANSACTIONAL | ATTR_CONTROL).to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes()); // last offset delta
+    b.extend_from_slice(&timestamp.to_be_bytes());
+    b.extend_from_slice(&timestamp.to_be_bytes());
+    b.extend_from_slice(&producer_id.to_be_bytes());
+    b.extend_from_slice(&producer_epoch.to_be_bytes());
+    b.extend_from_slice(&(-1i32).to_be_bytes());
+    b.extend_from_slice(&1i32.to_be_bytes());
+    put_varlong(&mut b, body.len() as i64);
+    b.extend_from_slice(&body);
+    let len = (b.len() - LOG_OVERHEAD) as i32;
+    b[8..12].copy_from_slice(&len.to_be_bytes());
+    let crc = crc32c::crc32c(&b[CRC_START..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(b)
+}
+
+/// The type of a control batch's marker; `None` for a data batch, or a control record this
+/// broker does not know (Kafka skips those too).
+pub fn control_type(batch: &[u8], header: &BatchHeader) -> Option<ControlType> {
+    let (key, _) = control_record(batch, header)?;
+    match i16::from_be_bytes(key.get(2..4)?.try_into().ok()?) {
+        0 => Some(ControlType::Abort),
+        1 => Some(ControlType::Commit),
+        _ => None,
+    }
+}
+
+/// The coordinator epoch a transaction marker carries in its value.
+pub fn marker_coordinator_epoch(batch: &[u8], header: &BatchHeader) -> Option<i32> {
+    let (_, value) = control_record(batch, header)?;
+    Some(i32::from_be_bytes(value.get(2..6)?.try_into().ok()?))
+}
+
+/// The key and value of a control batch's one record.
+fn control_record(batch: &[u8], header: &BatchHeader) -> Option<(Vec<u8>, Vec<u8>)> {
+    if !header.is_control() {
+        return None;
+    }
+    let records = plain_records(batch, header)?;
+    let (len, n) = read_varint(&records)?;
+    let body = records.get(n..n + usize::try_from(len).ok()?)?;
+    // attributes: i8, timestampDelta: varlong, offsetDelta: varint, then key and value.
+    let rest = body.get(1..)?;
+    let (_, n1) = read_varlong(rest)?;
+    let rest = rest.get(n1..)?;
+    let (_, n2) = read_varint(rest)?;
+    let rest = rest.get(n2..)?;
+    let (key_len, n3) = read_varint(rest)?;
+    let key = rest.get(n3..n3 + usize::try_from(key_len).ok()?)?;
+    let rest = rest.get(n3 + key.len()..)?;
+    let (value_len, n4) = read_varint(rest)?;
+    let value = rest.get(n4..n4 + usize::try_from(value_len).ok()?)?;
+    Some((key.to_vec(), value.to_vec()))
+}
+
+fn put_varlong(out: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    loop {
+        let b = (z & 0x7f) as u8;
+        z >>= 7;
+        if z == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
 }
 
 /// Splits stored log bytes (one or more whole batches) into batch headers, stopping at the
@@ -319,21 +431,22 @@ fn read_varint(b: &[u8]) -> Option<(i64, usize)> {
 pub(crate) mod tests {
     use super::*;
 
-    fn put_varlong(out: &mut Vec<u8>, v: i64) {
-        let mut z = ((v << 1) ^ (v >> 63)) as u64;
-        loop {
-            let b = (z & 0x7f) as u8;
-            z >>= 7;
-            if z == 0 {
-                out.push(b);
-                return;
-            }
-            out.push(b | 0x80);
-        }
-    }
-
     /// Builds a valid uncompressed v2 batch of `values`, timestamps base_ts + i.
     pub fn batch(values: &[&[u8]], producer: Option<(i64, i16, i32)>, base_ts: i64) -> Vec<u8> {
+        batch_with(values, producer, base_ts, 0)
+    }
+
+    /// The same batch, marked transactional.
+    pub fn txn_batch(values: &[&[u8]], producer: (i64, i16, i32)) -> Vec<u8> {
+        batch_with(values, Some(producer), 0, ATTR_TRANSACTIONAL)
+    }
+
+    fn batch_with(
+        values: &[&[u8]],
+        producer: Option<(i64, i16, i32)>,
+        base_ts: i64,
+        attributes: i16,
+    ) -> Vec<u8> {
         let mut records = Vec::new();
         for (i, v) in values.iter().enumerate() {
             let mut body = vec![0u8];
@@ -353,7 +466,7 @@ pub(crate) mod tests {
         b.extend_from_slice(&(-1i32).to_be_bytes());
         b.push(2);
         b.extend_from_slice(&0u32.to_be_bytes()); // crc, patched below
-        b.extend_from_slice(&0i16.to_be_bytes());
+        b.extend_from_slice(&attributes.to_be_bytes());
         b.extend_from_slice(&(values.len() as i32 - 1).to_be_bytes());
         b.extend_from_slice(&base_ts.to_be_bytes());
         b.extend_from_slice(&(base_ts + values.len() as i64 - 1).to_be_bytes());
@@ -367,6 +480,35 @@ pub(crate) mod tests {
         let crc = crc32c::crc32c(&b[CRC_START..]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
         b
+    }
+
+    #[test]
+    fn control_batches_round_trip_and_clients_may_not_send_them() {
+        for kind in [ControlType::Abort, ControlType::Commit] {
+            let b = control_batch(42, 3, kind, 7, 1000);
+            let h = BatchHeader::parse(&b).unwrap();
+            assert!(h.is_control() && h.is_transactional());
+            assert_eq!(
+                (h.producer_id, h.producer_epoch, h.base_sequence),
+                (42, 3, -1)
+            );
+            assert_eq!(
+                (h.record_count, h.last_offset_delta, h.size),
+                (1, 0, b.len())
+            );
+            assert_eq!(control_type(&b, &h), Some(kind));
+            assert_eq!(marker_coordinator_epoch(&b, &h), Some(7));
+            assert_eq!(h.crc, crc32c::crc32c(&b[CRC_START..]));
+            assert!(matches!(
+                validate_produced(&b, 1 << 20),
+                Err(Error::InvalidRecord(_))
+            ));
+        }
+        let data = batch(&[b"a"], Some((42, 3, 0)), 0);
+        assert_eq!(
+            control_type(&data, &BatchHeader::parse(&data).unwrap()),
+            None
+        );
     }
 
     #[test]

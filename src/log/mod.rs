@@ -7,11 +7,18 @@
 //! and the HW is the minimum LEO over the in-sync replicas. On a leader whose ISR is itself
 //! alone (every partition of a single node), the HW follows the LEO as soon as an append is written;
 //! otherwise `replication` moves it as followers fetch.
+//!
+//! Transactions (KIP-98): a transactional batch opens its producer's transaction in this
+//! partition, and a marker (a control batch written by [`PartitionLog::append_marker`]) closes
+//! it. The last stable offset (LSO) is the HW, held back to the first offset of the oldest
+//! transaction still open or whose marker the HW has not passed; `read_committed` consumers
+//! read only below it. Each aborted transaction gets an entry in the aborted-transactions
+//! index, which Fetch hands to `read_committed` consumers so they can drop its records.
 
 pub mod batch;
 pub mod producer;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -19,8 +26,8 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::{Mutex, Notify};
 
 use crate::error::{Error, Result};
-use crate::storage::{Append, BatchMeta, LogStore, PartitionId};
-use batch::BatchHeader;
+use crate::storage::{AbortedTxn, Append, BatchMeta, LogStore, PartitionId};
+use batch::{BatchHeader, ControlType};
 use producer::{ProducerState, SeqCheck};
 
 /// Bytes of recent batches each partition keeps in memory for tail reads.
@@ -50,21 +57,46 @@ pub struct Appended {
     pub records: u64,
 }
 
+/// How far a read may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadUpTo {
+    /// Everything written: follower replicas.
+    LogEnd,
+    /// Everything committed: `read_uncommitted` consumers.
+    HighWatermark,
+    /// Everything stable, with the aborted transactions in the range: `read_committed`
+    /// consumers.
+    LastStable,
+}
+
 /// What a read returns: whole batches plus the partition's offsets at the time.
 #[derive(Debug, Clone, Default)]
 pub struct ReadResult {
     pub records: Bytes,
     pub high_watermark: i64,
+    pub last_stable_offset: i64,
     pub log_end_offset: i64,
     pub log_start_offset: i64,
+    /// For [`ReadUpTo::LastStable`]: (producer id, first offset) of each aborted transaction
+    /// whose records may be among those returned, as Fetch's `aborted_transactions`.
+    pub aborted: Option<Vec<(i64, i64)>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Offsets {
     pub log_start: i64,
     pub high_watermark: i64,
+    pub last_stable: i64,
     pub log_end: i64,
     pub leader_epoch: i32,
+}
+
+/// A producer's transaction as the partition sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenTxn {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub first_offset: i64,
 }
 
 struct Cached {
@@ -89,6 +121,54 @@ struct ReadState {
     /// (a partition of one replica, or a leader whose followers all dropped out). Otherwise the
     /// replication layer moves the HW with [`PartitionLog::advance_hw`].
     sole_replica: bool,
+    /// Open transactions: first offset -> producer id.
+    open_txns: BTreeMap<i64, i64>,
+    /// Transactions whose marker is written but not yet below the HW: (first offset, marker
+    /// offset). They hold the LSO back as open ones do.
+    closing_txns: Vec<(i64, i64)>,
+    /// The aborted-transactions index, in marker offset order.
+    aborted: Vec<AbortedTxn>,
+}
+
+impl ReadState {
+    /// The LSO: the HW, held back by open transactions and by closed ones whose marker the
+    /// HW has not passed; never below the log start.
+    fn last_stable(&self) -> i64 {
+        let open = self.open_txns.keys().next().copied().unwrap_or(i64::MAX);
+        let closing = self
+            .closing_txns
+            .iter()
+            .filter(|(_, marker)| *marker >= self.hw)
+            .map(|(first, _)| *first)
+            .min()
+            .unwrap_or(i64::MAX);
+        self.hw.min(open).min(closing).max(self.log_start)
+    }
+
+    /// Records what a batch did to a producer's transaction: `before`/`after` are its open
+    /// transaction's first offset, `marker` the offset of the marker that closed it.
+    fn note_txn(&mut self, pid: i64, before: Option<i64>, after: Option<i64>, marker: Option<i64>) {
+        if before == after {
+            return;
+        }
+        if let Some(first) = before {
+            self.open_txns.remove(&first);
+            if let Some(m) = marker {
+                if m >= self.hw {
+                    self.closing_txns.push((first, m));
+                }
+            }
+        }
+        if let Some(first) = after {
+            self.open_txns.insert(first, pid);
+        }
+    }
+
+    /// The HW moved: closed transactions it passed no longer hold the LSO.
+    fn hw_moved(&mut self) {
+        let hw = self.hw;
+        self.closing_txns.retain(|(_, marker)| *marker >= hw);
+    }
 }
 
 pub struct PartitionLog {
@@ -117,14 +197,19 @@ impl PartitionLog {
             None => log_start,
         };
         let mut producers = HashMap::new();
+        let mut open_txns = BTreeMap::new();
         for (pid, v) in store.producer_states(id)? {
             let s = ProducerState::decode(&v).ok_or_else(|| {
                 Error::Storage(format!(
                     "producer state {pid} of partition {id} is malformed"
                 ))
             })?;
+            if let Some(first) = s.txn_first_offset {
+                open_txns.insert(first, pid);
+            }
             producers.insert(pid, s);
         }
+        let aborted = store.aborted_txns(id)?;
         let mut epochs = store.epochs(id)?;
         let stored_epoch = epochs.last().map(|e| e.0);
         // As Kafka's Partition.makeLeader does: the current epoch starts at the LEO.
@@ -148,6 +233,9 @@ impl PartitionLog {
                 tail: VecDeque::new(),
                 tail_bytes: 0,
                 sole_replica: true,
+                open_txns,
+                closing_txns: Vec::new(),
+                aborted,
             }),
             hw_moved: Notify::new(),
             appended: Notify::new(),
@@ -167,6 +255,7 @@ impl PartitionLog {
         Offsets {
             log_start: s.log_start,
             high_watermark: s.hw,
+            last_stable: s.last_stable(),
             log_end: s.leo,
             leader_epoch: s.leader_epoch,
         }
@@ -180,9 +269,6 @@ impl PartitionLog {
     /// ISR being this broker alone, committed (below the HW).
     pub async fn append(&self, records: &Bytes, opts: AppendOptions) -> Result<Appended> {
         let header = batch::validate_produced(records, opts.max_message_bytes)?;
-        if header.is_transactional() {
-            return Err(Error::TransactionsUnsupported);
-        }
         let mut producers = self.appends.lock().await;
         let prior = if header.is_idempotent() {
             let prior = producers.get(&header.producer_id);
@@ -193,6 +279,14 @@ impl PartitionLog {
                     duplicate: true,
                     records: 0,
                 });
+            }
+            if !header.is_transactional() && prior.is_some_and(|p| p.txn_first_offset.is_some()) {
+                // Kafka's ProducerAppendInfo: a producer inside a transaction writes only
+                // transactional batches until its marker.
+                return Err(Error::InvalidTxnState(format!(
+                    "producer {} has an open transaction but sent a non-transactional batch",
+                    header.producer_id
+                )));
             }
             prior.cloned()
         } else {
@@ -223,6 +317,7 @@ impl PartitionLog {
             batch: stamped.clone(),
             producer: new_state.as_ref().map(|s| (header.producer_id, s.encode())),
             epoch_start,
+            aborted: None,
         };
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || {
@@ -231,11 +326,20 @@ impl PartitionLog {
         .await
         .map_err(|e| Error::Storage(format!("append task failed: {e}")))??;
 
+        let txn_change = new_state.as_ref().map(|n| {
+            (
+                prior.as_ref().and_then(|p| p.txn_first_offset),
+                n.txn_first_offset,
+            )
+        });
         if let Some(s) = new_state {
             producers.insert(header.producer_id, s);
         }
         let log_start_offset = {
             let mut s = self.write_state();
+            if let Some((before, after)) = txn_change {
+                s.note_txn(header.producer_id, before, after, None);
+            }
             s.leo = meta.last_offset + 1;
             if epoch_start.is_some() {
                 s.stored_epoch = Some(leader_epoch);
@@ -245,6 +349,7 @@ impl PartitionLog {
             // HW = min LEO over the ISR: the LEO itself when the ISR is this replica alone.
             if s.sole_replica {
                 s.hw = s.leo;
+                s.hw_moved();
             }
             s.log_start
         };
@@ -259,14 +364,119 @@ impl PartitionLog {
         })
     }
 
+    /// Writes a transaction marker for `producer_id` (WriteTxnMarkers on the leader) and
+    /// closes its transaction here; an ABORT of a transaction that wrote here gets an entry
+    /// in the aborted-transactions index. A marker for a producer with nothing open is
+    /// still written, as Kafka does. Returns the marker's offset.
+    pub async fn append_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        kind: ControlType,
+        coordinator_epoch: i32,
+        now_ms: i64,
+        durable: bool,
+    ) -> Result<i64> {
+        let mut producers = self.appends.lock().await;
+        let prior = producers.get(&producer_id);
+        ProducerState::check_marker(prior, producer_epoch, coordinator_epoch)?;
+        let before = prior.and_then(|p| p.txn_first_offset);
+        let (offset, leader_epoch, epoch_start, others_first) = {
+            let s = self.read_state();
+            let epoch_start = match s.stored_epoch {
+                Some(e) if e == s.leader_epoch => None,
+                _ => Some((s.leader_epoch, s.leo)),
+            };
+            let others_first = s
+                .open_txns
+                .iter()
+                .find(|(first, pid)| Some(**first) != before || **pid != producer_id)
+                .map(|(first, _)| *first);
+            (s.leo, s.leader_epoch, epoch_start, others_first)
+        };
+        let (next, applied) =
+            ProducerState::after_marker(prior, producer_epoch, coordinator_epoch, offset);
+        let marker =
+            batch::control_batch(producer_id, producer_epoch, kind, coordinator_epoch, now_ms);
+        let stamped = batch::stamp(&marker, offset, leader_epoch, None);
+        let aborted = match (kind, applied.closed) {
+            (ControlType::Abort, Some((first, last))) => Some(AbortedTxn {
+                producer_id,
+                first_offset: first,
+                last_offset: last,
+                // Kafka's: the first offset still unstable once this one is done.
+                last_stable_offset: others_first.unwrap_or(last + 1).min(last + 1),
+            }),
+            _ => None,
+        };
+        let meta = BatchMeta {
+            base_offset: offset,
+            last_offset: offset,
+            max_timestamp: now_ms,
+            size: stamped.len() as u32,
+        };
+        let append = Append {
+            partition: self.id,
+            meta,
+            batch: stamped.clone(),
+            producer: Some((producer_id, next.encode())),
+            epoch_start,
+            aborted,
+        };
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.append(std::slice::from_ref(&append), durable))
+            .await
+            .map_err(|e| Error::Storage(format!("append task failed: {e}")))??;
+        producers.insert(producer_id, next);
+        {
+            let mut s = self.write_state();
+            s.note_txn(producer_id, before, None, Some(offset));
+            if let Some(a) = aborted {
+                s.aborted.push(a);
+            }
+            s.leo = offset + 1;
+            if epoch_start.is_some() {
+                s.stored_epoch = Some(leader_epoch);
+            }
+            s.size_bytes += meta.size as u64;
+            push_tail(&mut s, offset, offset, stamped);
+            if s.sole_replica {
+                s.hw = s.leo;
+            }
+            s.hw_moved();
+        }
+        drop(producers);
+        self.hw_moved.notify_waiters();
+        self.appended.notify_waiters();
+        Ok(offset)
+    }
+
+    /// The transactions open in this partition, oldest first (DescribeProducers and
+    /// find-hanging).
+    pub async fn open_transactions(&self) -> Vec<OpenTxn> {
+        let producers = self.appends.lock().await;
+        let mut open: Vec<OpenTxn> = producers
+            .iter()
+            .filter_map(|(pid, p)| {
+                Some(OpenTxn {
+                    producer_id: *pid,
+                    producer_epoch: p.epoch,
+                    first_offset: p.txn_first_offset?,
+                })
+            })
+            .collect();
+        open.sort_by_key(|t| t.first_offset);
+        open
+    }
+
     /// Reads whole batches from the one containing `offset`, up to `max_bytes` (at least one
-    /// batch when `min_one`), below the HW (`committed_only`) or the LEO.
+    /// batch when `min_one`), below the LEO, the HW or the LSO (`upto`).
     pub async fn read(
         &self,
         offset: i64,
         max_bytes: usize,
         min_one: bool,
-        committed_only: bool,
+        upto: ReadUpTo,
     ) -> Result<ReadResult> {
         let (upper, offsets, from_tail) = {
             let s = self.read_state();
@@ -277,8 +487,13 @@ impl PartitionLog {
                     end: s.leo,
                 });
             }
-            let upper = if committed_only { s.hw } else { s.leo };
-            let offsets = (s.hw, s.leo, s.log_start);
+            let lso = s.last_stable();
+            let upper = match upto {
+                ReadUpTo::LogEnd => s.leo,
+                ReadUpTo::HighWatermark => s.hw,
+                ReadUpTo::LastStable => lso,
+            };
+            let offsets = (s.hw, s.leo, s.log_start, lso);
             if offset >= upper {
                 (upper, offsets, Some(Vec::new()))
             } else if s.tail.front().is_some_and(|c| c.base <= offset) {
@@ -311,21 +526,61 @@ impl PartitionLog {
                 b
             }
         };
+        let aborted = (upto == ReadUpTo::LastStable).then(|| {
+            let end = batches
+                .last()
+                .and_then(|b| BatchHeader::parse(b).ok())
+                .map_or(offset, |h| h.last_offset() + 1);
+            self.aborted_between(offset, end)
+        });
         Ok(ReadResult {
             records: concat(batches),
             high_watermark: offsets.0,
+            last_stable_offset: offsets.3,
             log_end_offset: offsets.1,
             log_start_offset: offsets.2,
+            aborted,
         })
     }
 
-    /// The first offset whose record timestamp is at least `ts` (ListOffsets by time), with
-    /// that record's timestamp; `None` when no committed record is that recent.
-    pub async fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>> {
-        let (start, hw) = {
-            let s = self.read_state();
-            (s.log_start, s.hw)
+    /// The aborted transactions that may have records in [from, upper): those whose marker
+    /// is at or after `from` and whose first offset is below `upper` (Kafka's
+    /// `collectAbortedTransactions`), as (producer id, first offset).
+    fn aborted_between(&self, from: i64, upper: i64) -> Vec<(i64, i64)> {
+        let s = self.read_state();
+        let at = s.aborted.partition_point(|t| t.last_offset < from);
+        let mut out = Vec::new();
+        for t in &s.aborted[at..] {
+            if t.first_offset < upper {
+                out.push((t.producer_id, t.first_offset));
+            }
+            // Every later entry's transaction started at or after this LSO.
+            if t.last_stable_offset >= upper {
+                break;
+            }
+        }
+        out
+    }
+
+    /// The log start and the offset reads stop at for `upto`.
+    fn start_and_upper(&self, upto: ReadUpTo) -> (i64, i64) {
+        let s = self.read_state();
+        let upper = match upto {
+            ReadUpTo::LogEnd => s.leo,
+            ReadUpTo::HighWatermark => s.hw,
+            ReadUpTo::LastStable => s.last_stable(),
         };
+        (s.log_start, upper)
+    }
+
+    /// The first offset whose record timestamp is at least `ts` (ListOffsets by time), with
+    /// that record's timestamp; `None` when no committed record below `upto` is that recent.
+    pub async fn offset_for_timestamp(
+        &self,
+        ts: i64,
+        upto: ReadUpTo,
+    ) -> Result<Option<(i64, i64)>> {
+        let (start, hw) = self.start_and_upper(upto);
         let found = self
             .scan(start, None, move |found: &mut Option<BatchMeta>, m| {
                 if m.base_offset >= hw {
@@ -349,11 +604,8 @@ impl PartitionLog {
     }
 
     /// The offset and timestamp of the committed record with the largest timestamp.
-    pub async fn max_timestamp(&self) -> Result<Option<(i64, i64)>> {
-        let (start, hw) = {
-            let s = self.read_state();
-            (s.log_start, s.hw)
-        };
+    pub async fn max_timestamp(&self, upto: ReadUpTo) -> Result<Option<(i64, i64)>> {
+        let (start, hw) = self.start_and_upper(upto);
         let best = self
             .scan(start, None, move |best: &mut Option<BatchMeta>, m| {
                 if m.base_offset >= hw {
@@ -380,7 +632,9 @@ impl PartitionLog {
         start: i64,
         pick: impl Fn(&[u8], &BatchHeader) -> Option<(i32, i64)>,
     ) -> Result<Option<(i64, i64)>> {
-        let batch = self.read(m.base_offset.max(start), 1, true, true).await?;
+        let batch = self
+            .read(m.base_offset.max(start), 1, true, ReadUpTo::HighWatermark)
+            .await?;
         Ok(BatchHeader::parse(&batch.records).ok().and_then(|h| {
             pick(&batch.records, &h).map(|(d, t)| ((h.base_offset + d as i64).max(start), t))
         }))
@@ -466,6 +720,7 @@ impl PartitionLog {
             }
             if s.sole_replica && s.hw < s.leo {
                 s.hw = s.leo;
+                s.hw_moved();
                 true
             } else {
                 false
@@ -483,6 +738,7 @@ impl PartitionLog {
             let target = hw.min(s.leo);
             if target > s.hw {
                 s.hw = target;
+                s.hw_moved();
                 (target, true)
             } else {
                 (s.hw, false)
@@ -514,13 +770,19 @@ impl PartitionLog {
     /// Returns the number of batches appended.
     pub async fn append_replica(&self, records: &Bytes) -> Result<usize> {
         let mut producers = self.appends.lock().await;
-        let (mut leo, mut last_epoch) = {
+        let (mut leo, mut last_epoch, mut open) = {
             let s = self.read_state();
-            (s.leo, s.epochs.last().map_or(-1, |e| e.0))
+            (
+                s.leo,
+                s.epochs.last().map_or(-1, |e| e.0),
+                s.open_txns.clone(),
+            )
         };
         let mut appends = Vec::new();
         let mut epochs = Vec::new();
         let mut states: HashMap<i64, ProducerState> = HashMap::new();
+        // What each batch did to its producer's transaction: (pid, before, after, marker).
+        let mut txn_changes = Vec::new();
         let mut at = 0usize;
         while at < records.len() {
             let Ok(h) = BatchHeader::parse(&records[at..]) else {
@@ -542,9 +804,44 @@ impl PartitionLog {
                 epochs.push((h.partition_leader_epoch, h.base_offset));
                 (h.partition_leader_epoch, h.base_offset)
             });
+            let mut aborted = None;
             let producer = h.is_idempotent().then(|| {
                 let prior = states.get(&h.producer_id).or(producers.get(&h.producer_id));
-                let next = ProducerState::after_append(prior, &h, h.base_offset);
+                let before = prior.and_then(|p| p.txn_first_offset);
+                let (next, marker) = match batch::control_type(&bytes, &h) {
+                    Some(kind) => {
+                        // The leader checked the marker; a replica copies what it wrote.
+                        let (next, applied) = ProducerState::after_marker(
+                            prior,
+                            h.producer_epoch,
+                            batch::marker_coordinator_epoch(&bytes, &h).unwrap_or(-1),
+                            h.base_offset,
+                        );
+                        if let (ControlType::Abort, Some((first, last))) = (kind, applied.closed) {
+                            let others = open
+                                .iter()
+                                .find(|(f, pid)| **f != first || **pid != h.producer_id)
+                                .map(|(f, _)| *f);
+                            aborted = Some(AbortedTxn {
+                                producer_id: h.producer_id,
+                                first_offset: first,
+                                last_offset: last,
+                                last_stable_offset: others.unwrap_or(last + 1).min(last + 1),
+                            });
+                        }
+                        (next, Some(h.base_offset))
+                    }
+                    None => (ProducerState::after_append(prior, &h, h.base_offset), None),
+                };
+                if before != next.txn_first_offset {
+                    if let Some(f) = before {
+                        open.remove(&f);
+                    }
+                    if let Some(f) = next.txn_first_offset {
+                        open.insert(f, h.producer_id);
+                    }
+                    txn_changes.push((h.producer_id, before, next.txn_first_offset, marker));
+                }
                 let encoded = next.encode();
                 states.insert(h.producer_id, next);
                 (h.producer_id, encoded)
@@ -560,6 +857,7 @@ impl PartitionLog {
                 batch: bytes,
                 producer,
                 epoch_start,
+                aborted,
             });
             leo = h.last_offset() + 1;
         }
@@ -573,7 +871,13 @@ impl PartitionLog {
             .map_err(|e| Error::Storage(format!("append task failed: {e}")))??;
         producers.extend(states);
         let mut s = self.write_state();
+        for (pid, before, after, marker) in txn_changes {
+            s.note_txn(pid, before, after, marker);
+        }
         for a in &appends {
+            if let Some(t) = a.aborted {
+                s.aborted.push(t);
+            }
             s.size_bytes += a.meta.size as u64;
             push_tail(
                 &mut s,
@@ -609,11 +913,14 @@ impl PartitionLog {
         }
         let mut changed = Vec::new();
         for (pid, state) in producers.iter_mut() {
-            if state.batches.iter().any(|b| b.base_offset >= end) {
-                state.batches.retain(|b| b.base_offset < end);
+            if state.truncate(end) {
                 changed.push((*pid, Some(state.encode())));
             }
         }
+        let open_txns: BTreeMap<i64, i64> = producers
+            .iter()
+            .filter_map(|(pid, p)| Some((p.txn_first_offset?, *pid)))
+            .collect();
         let store = self.store.clone();
         let id = self.id;
         let size = tokio::task::spawn_blocking(move || {
@@ -626,6 +933,9 @@ impl PartitionLog {
         s.leo = end;
         s.hw = s.hw.min(end);
         s.size_bytes = size;
+        s.open_txns = open_txns;
+        s.closing_txns.retain(|(_, marker)| *marker < end);
+        s.aborted.retain(|t| t.last_offset < end);
         s.epochs.retain(|e| e.1 < end);
         s.stored_epoch = s.epochs.last().map(|e| e.0);
         while s.tail.back().is_some_and(|c| c.last >= end) {
@@ -675,12 +985,13 @@ impl PartitionLog {
     }
 
     /// Moves the log start offset forward to `offset` (DeleteRecords; -1 means the HW).
-    /// Returns the new log start offset.
+    /// It never passes the first offset of a transaction still open or closing (the LSO),
+    /// so no transaction loses its start. Returns the new log start offset.
     pub async fn delete_records(&self, offset: i64) -> Result<i64> {
         let _guard = self.appends.lock().await;
-        let (start, hw) = {
+        let (start, hw, lso) = {
             let s = self.read_state();
-            (s.log_start, s.hw)
+            (s.log_start, s.hw, s.last_stable())
         };
         let target = if offset == -1 { hw } else { offset };
         if target < 0 || target > hw {
@@ -690,6 +1001,7 @@ impl PartitionLog {
                 end: hw,
             });
         }
+        let target = target.min(lso);
         if target <= start {
             return Ok(start);
         }
@@ -708,9 +1020,10 @@ impl PartitionLog {
             return Ok(None);
         }
         let _guard = self.appends.lock().await;
+        // Up to the LSO, not the HW: an open transaction keeps its first batch.
         let (start, hw, size) = {
             let s = self.read_state();
-            (s.log_start, s.hw, s.size_bytes)
+            (s.log_start, s.last_stable(), s.size_bytes)
         };
         let cutoff = if retention_ms >= 0 {
             now_ms.saturating_sub(retention_ms)
@@ -756,6 +1069,7 @@ impl PartitionLog {
         let mut s = self.write_state();
         s.log_start = new_start;
         s.size_bytes = size;
+        s.aborted.retain(|t| t.last_offset >= new_start);
         while s.tail.front().is_some_and(|c| c.last < new_start) {
             if let Some(c) = s.tail.pop_front() {
                 s.tail_bytes -= c.bytes.len();
@@ -837,7 +1151,10 @@ mod tests {
         assert_eq!((a.base_offset, b.base_offset), (0, 2));
         let o = l.offsets();
         assert_eq!((o.log_end, o.high_watermark), (3, 3));
-        let r = l.read(1, 1 << 20, true, true).await.unwrap();
+        let r = l
+            .read(1, 1 << 20, true, ReadUpTo::HighWatermark)
+            .await
+            .unwrap();
         let heads: Vec<_> = batch::headers(&r.records).map(|h| h.base_offset).collect();
         assert_eq!(
             heads,
@@ -845,15 +1162,20 @@ mod tests {
             "the batch containing offset 1 comes whole"
         );
         assert!(matches!(
-            l.read(4, 100, true, true).await,
+            l.read(4, 100, true, ReadUpTo::HighWatermark).await,
             Err(Error::OffsetOutOfRange { .. })
         ));
-        assert!(l.read(3, 100, true, true).await.unwrap().records.is_empty());
+        assert!(l
+            .read(3, 100, true, ReadUpTo::HighWatermark)
+            .await
+            .unwrap()
+            .records
+            .is_empty());
 
         let l2 = log(&store);
         assert_eq!(l2.offsets().log_end, 3);
         // Cold read from storage, not the tail cache.
-        let r = l2.read(0, 1, true, true).await.unwrap();
+        let r = l2.read(0, 1, true, ReadUpTo::HighWatermark).await.unwrap();
         assert_eq!(
             batch::headers(&r.records).count(),
             1,
@@ -895,7 +1217,7 @@ mod tests {
         }
         assert_eq!(l.delete_records(2).await.unwrap(), 2);
         assert!(matches!(
-            l.read(1, 100, true, true).await,
+            l.read(1, 100, true, ReadUpTo::HighWatermark).await,
             Err(Error::OffsetOutOfRange { .. })
         ));
         assert!(matches!(
@@ -923,10 +1245,28 @@ mod tests {
         l.append(&Bytes::from(batch(&[b"c"], None, 500)), opts())
             .await
             .unwrap();
-        assert_eq!(l.offset_for_timestamp(101).await.unwrap(), Some((1, 101)));
-        assert_eq!(l.offset_for_timestamp(200).await.unwrap(), Some((2, 500)));
-        assert_eq!(l.offset_for_timestamp(501).await.unwrap(), None);
-        assert_eq!(l.max_timestamp().await.unwrap(), Some((2, 500)));
+        assert_eq!(
+            l.offset_for_timestamp(101, ReadUpTo::HighWatermark)
+                .await
+                .unwrap(),
+            Some((1, 101))
+        );
+        assert_eq!(
+            l.offset_for_timestamp(200, ReadUpTo::HighWatermark)
+                .await
+                .unwrap(),
+            Some((2, 500))
+        );
+        assert_eq!(
+            l.offset_for_timestamp(501, ReadUpTo::HighWatermark)
+                .await
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            l.max_timestamp(ReadUpTo::HighWatermark).await.unwrap(),
+            Some((2, 500))
+        );
         assert!(l.check_leader_epoch(0).is_ok());
         assert!(matches!(
             l.check_leader_epoch(3),
@@ -956,7 +1296,11 @@ mod tests {
 
         let follower = log(&fs);
         follower.set_role(1, false, false);
-        let all = leader.read(0, 1 << 20, true, false).await.unwrap().records;
+        let all = leader
+            .read(0, 1 << 20, true, ReadUpTo::LogEnd)
+            .await
+            .unwrap()
+            .records;
         assert_eq!(follower.append_replica(&all).await.unwrap(), 3);
         // Fetched again (a retry): nothing is written twice.
         assert_eq!(follower.append_replica(&all).await.unwrap(), 0);
@@ -992,5 +1336,210 @@ mod tests {
         assert!(reopened.append(&retry, opts()).await.unwrap().duplicate);
         let next = Bytes::from(batch(&[b"y"], Some((9, 0, 3)), 0));
         assert_eq!(reopened.append(&next, opts()).await.unwrap().base_offset, 3);
+    }
+
+    fn txn(values: &[&[u8]], pid: i64, seq: i32) -> Bytes {
+        Bytes::from(batch::tests::txn_batch(values, (pid, 0, seq)))
+    }
+
+    fn bases(r: &ReadResult) -> Vec<i64> {
+        batch::headers(&r.records).map(|h| h.base_offset).collect()
+    }
+
+    #[tokio::test]
+    async fn open_transactions_hold_the_last_stable_offset_and_aborts_are_indexed() {
+        let store = Arc::new(MemoryStore::default());
+        let l = log(&store);
+        l.append(&Bytes::from(batch(&[b"plain"], None, 0)), opts())
+            .await
+            .unwrap();
+        // Producer 1 opens a transaction at 1, producer 2 at 2; plain data follows at 3.
+        l.append(&txn(&[b"a", b"b"], 1, 0), opts()).await.unwrap();
+        l.append(&txn(&[b"c"], 2, 0), opts()).await.unwrap();
+        l.append(&Bytes::from(batch(&[b"d"], None, 0)), opts())
+            .await
+            .unwrap();
+        let o = l.offsets();
+        assert_eq!((o.high_watermark, o.last_stable), (5, 1));
+        let committed = l
+            .read(0, 1 << 20, true, ReadUpTo::LastStable)
+            .await
+            .unwrap();
+        assert_eq!(bases(&committed), vec![0], "nothing at or past the LSO");
+        assert_eq!(committed.last_stable_offset, 1);
+        assert_eq!(committed.aborted, Some(vec![]));
+        let uncommitted = l
+            .read(0, 1 << 20, true, ReadUpTo::HighWatermark)
+            .await
+            .unwrap();
+        assert_eq!(bases(&uncommitted), vec![0, 1, 3, 4]);
+        assert_eq!(uncommitted.aborted, None);
+        assert_eq!(
+            l.open_transactions()
+                .await
+                .iter()
+                .map(|t| (t.producer_id, t.first_offset))
+                .collect::<Vec<_>>(),
+            vec![(1, 1), (2, 3)]
+        );
+
+        // A producer inside a transaction may not write outside it.
+        let plain_from_1 = Bytes::from(batch(&[b"x"], Some((1, 0, 2)), 0));
+        assert!(matches!(
+            l.append(&plain_from_1, opts()).await,
+            Err(Error::InvalidTxnState(_))
+        ));
+
+        // Producer 1 aborts: its entry goes in the index; producer 2 still holds the LSO.
+        let abort = l
+            .append_marker(1, 0, ControlType::Abort, 5, 0, false)
+            .await
+            .unwrap();
+        assert_eq!(abort, 5);
+        assert_eq!(l.offsets().last_stable, 3);
+        // A fenced coordinator's marker (older than the last one this producer saw) is
+        // refused and nothing is written.
+        assert!(matches!(
+            l.append_marker(1, 0, ControlType::Commit, 4, 0, false)
+                .await,
+            Err(Error::TransactionCoordinatorFenced { .. })
+        ));
+        assert_eq!(l.offsets().log_end, 6);
+        l.append_marker(2, 0, ControlType::Commit, 5, 0, false)
+            .await
+            .unwrap();
+        let o = l.offsets();
+        assert_eq!((o.log_end, o.high_watermark, o.last_stable), (7, 7, 7));
+        let r = l
+            .read(0, 1 << 20, true, ReadUpTo::LastStable)
+            .await
+            .unwrap();
+        assert_eq!(bases(&r), vec![0, 1, 3, 4, 5, 6]);
+        assert_eq!(r.aborted, Some(vec![(1, 1)]));
+        // From past the abort marker, nothing aborted is in range.
+        let later = l
+            .read(6, 1 << 20, true, ReadUpTo::LastStable)
+            .await
+            .unwrap();
+        assert_eq!(later.aborted, Some(vec![]));
+        let kinds: Vec<_> = {
+            let mut rest = &r.records[..];
+            batch::headers(&r.records)
+                .map(|h| {
+                    let (b, next) = rest.split_at(h.size);
+                    rest = next;
+                    batch::control_type(b, &h)
+                })
+                .collect()
+        };
+        assert_eq!(
+            kinds[4..],
+            [Some(ControlType::Abort), Some(ControlType::Commit)]
+        );
+
+        // Reopened from storage: the index and the closed state survive.
+        let again = log(&store);
+        assert_eq!(again.offsets().last_stable, 7);
+        let r = again
+            .read(0, 1 << 20, true, ReadUpTo::LastStable)
+            .await
+            .unwrap();
+        assert_eq!(r.aborted, Some(vec![(1, 1)]));
+        assert!(again.open_transactions().await.is_empty());
+        // A new transaction of producer 1 survives a reopen while open.
+        again.append(&txn(&[b"e"], 1, 2), opts()).await.unwrap();
+        let third = log(&store);
+        assert_eq!(third.offsets().last_stable, 7);
+        assert_eq!(third.open_transactions().await.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn retention_and_delete_records_stop_at_an_open_transaction() {
+        let store = Arc::new(MemoryStore::default());
+        let l = log(&store);
+        l.append(&Bytes::from(batch(&[b"old"], None, 10)), opts())
+            .await
+            .unwrap();
+        l.append(&txn(&[b"t"], 3, 0), opts()).await.unwrap();
+        l.append(&Bytes::from(batch(&[b"new"], None, 20)), opts())
+            .await
+            .unwrap();
+        assert_eq!(l.apply_retention(1_000_000, 1, -1).await.unwrap(), Some(1));
+        assert_eq!(l.delete_records(-1).await.unwrap(), 1);
+        assert_eq!(l.delete_records(3).await.unwrap(), 1);
+        l.append_marker(3, 0, ControlType::Commit, 0, 30, false)
+            .await
+            .unwrap();
+        assert_eq!(l.delete_records(-1).await.unwrap(), 4);
+    }
+
+    #[tokio::test]
+    async fn followers_copy_markers_and_a_truncated_marker_reopens_its_transaction() {
+        let (ls, fs) = (
+            Arc::new(MemoryStore::default()),
+            Arc::new(MemoryStore::default()),
+        );
+        let leader = log(&ls);
+        leader.set_role(1, true, false);
+        leader.append(&txn(&[b"a"], 4, 0), opts()).await.unwrap();
+        leader
+            .append_marker(4, 0, ControlType::Abort, 2, 0, false)
+            .await
+            .unwrap();
+        // The marker is written but the HW has not passed it: the LSO stays at its start.
+        assert_eq!(leader.offsets().last_stable, 0);
+        assert_eq!(leader.advance_hw(1), 1);
+        assert_eq!(
+            leader.offsets().last_stable,
+            0,
+            "the HW is at the marker, not past it"
+        );
+        assert_eq!(leader.advance_hw(2), 2);
+        assert_eq!(leader.offsets().last_stable, 2);
+
+        let follower = log(&fs);
+        follower.set_role(1, false, false);
+        let all = leader
+            .read(0, 1 << 20, true, ReadUpTo::LogEnd)
+            .await
+            .unwrap()
+            .records;
+        assert_eq!(follower.append_replica(&all).await.unwrap(), 2);
+        // The follower indexes the abort as the leader did.
+        follower.set_role(2, true, true);
+        let r = follower
+            .read(0, 1 << 20, true, ReadUpTo::LastStable)
+            .await
+            .unwrap();
+        assert_eq!(r.aborted, Some(vec![(4, 0)]));
+        // Its marker is fenced against an older coordinator epoch as on the leader.
+        assert!(matches!(
+            follower
+                .append_marker(4, 0, ControlType::Commit, 1, 0, false)
+                .await,
+            Err(Error::TransactionCoordinatorFenced { .. })
+        ));
+
+        // Cut back before the marker: the transaction is open again and its entry is gone.
+        follower.set_role(3, false, false);
+        follower.truncate_to(1).await.unwrap();
+        assert_eq!(follower.open_transactions().await.len(), 1);
+        follower.set_role(4, true, true);
+        assert_eq!(follower.offsets().last_stable, 0);
+        assert_eq!(
+            follower
+                .read(0, 1 << 20, true, ReadUpTo::LastStable)
+                .await
+                .unwrap()
+                .aborted,
+            Some(vec![])
+        );
+        let reopened = log(&fs);
+        assert_eq!(
+            reopened.open_transactions().await.len(),
+            1,
+            "the cut is stored"
+        );
+        assert!(fs.aborted_txns(1).unwrap().is_empty());
     }
 }

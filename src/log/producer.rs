@@ -1,6 +1,8 @@
-//! Idempotent producer state per (partition, producer id), as Kafka's ProducerStateManager
-//! keeps it: the producer epoch and the last five batches' sequence ranges and offsets, so a
-//! retried batch is answered with its original offsets instead of being written twice.
+//! Producer state per (partition, producer id), as Kafka's ProducerStateManager keeps it:
+//! the producer epoch and the last five batches' sequence ranges and offsets, so a retried
+//! batch is answered with its original offsets instead of being written twice; and, for a
+//! transactional producer, where its open transaction starts in this partition and the
+//! coordinator epoch of the last marker, so a fenced coordinator's marker is refused.
 //!
 //! The state is written in the same storage write as the batch that changed it.
 
@@ -23,11 +25,32 @@ pub struct BatchSeq {
     pub last_offset_delta: i32,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerState {
     pub epoch: i16,
     pub batches: VecDeque<BatchSeq>,
+    /// The first offset of this producer's open transaction in this partition.
+    pub txn_first_offset: Option<i64>,
+    /// The coordinator epoch of the last marker written for this producer (-1: none).
+    pub coordinator_epoch: i32,
+    /// The last transaction a marker closed: (first offset, marker offset). A follower that
+    /// truncates the marker away reopens that transaction. Only the last is needed: a
+    /// coordinator starts the next transaction only once the marker is committed (below the
+    /// HW), and truncation never goes below the HW.
+    pub last_txn: Option<(i64, i64)>,
 }
+
+/// What a transaction marker did to a producer's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarkerApplied {
+    /// The transaction it closed in this partition, if the producer wrote to it:
+    /// (first offset, marker offset).
+    pub closed: Option<(i64, i64)>,
+}
+
+/// Bytes the transactional fields add to an encoded state: a flags byte, the open
+/// transaction's first offset, the coordinator epoch, and the last closed transaction.
+const TXN_FIELDS_BYTES: usize = 1 + 8 + 4 + 16;
 
 /// What to do with a batch from an idempotent producer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +62,90 @@ pub enum SeqCheck {
 }
 
 impl ProducerState {
+    pub fn new(epoch: i16) -> ProducerState {
+        ProducerState {
+            epoch,
+            batches: VecDeque::new(),
+            txn_first_offset: None,
+            coordinator_epoch: -1,
+            last_txn: None,
+        }
+    }
+
+    /// Checks a transaction marker for this producer against its state (Kafka's
+    /// `ProducerAppendInfo.checkProducerEpoch` and `checkCoordinatorEpoch`): an older
+    /// producer epoch is INVALID_PRODUCER_EPOCH, an older coordinator epoch
+    /// TRANSACTION_COORDINATOR_FENCED.
+    pub fn check_marker(
+        state: Option<&ProducerState>,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+    ) -> Result<()> {
+        let Some(s) = state else { return Ok(()) };
+        if producer_epoch < s.epoch {
+            return Err(Error::InvalidProducerEpoch {
+                got: producer_epoch,
+                current: s.epoch,
+            });
+        }
+        if coordinator_epoch < s.coordinator_epoch {
+            return Err(Error::TransactionCoordinatorFenced {
+                got: coordinator_epoch,
+                current: s.coordinator_epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// The state after a marker at `marker_offset` (checked with [`Self::check_marker`]).
+    pub fn after_marker(
+        state: Option<&ProducerState>,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        marker_offset: i64,
+    ) -> (ProducerState, MarkerApplied) {
+        let mut next = match state {
+            Some(s) if s.epoch == producer_epoch => s.clone(),
+            // A marker with a newer epoch (a fenced producer, or transaction version 2's
+            // bump per transaction) starts the sequence afresh, as a bumped epoch does.
+            Some(s) => ProducerState {
+                txn_first_offset: s.txn_first_offset,
+                last_txn: s.last_txn,
+                ..ProducerState::new(producer_epoch)
+            },
+            None => ProducerState::new(producer_epoch),
+        };
+        next.coordinator_epoch = coordinator_epoch;
+        let closed = next
+            .txn_first_offset
+            .take()
+            .map(|first| (first, marker_offset));
+        if closed.is_some() {
+            next.last_txn = closed;
+        }
+        (next, MarkerApplied { closed })
+    }
+
+    /// Cuts the state back to a log that ends before `end`: batches from there on are
+    /// forgotten, a transaction that started there never happened, and one whose marker was
+    /// there is open again. Returns whether anything changed.
+    pub fn truncate(&mut self, end: i64) -> bool {
+        let before = self.clone();
+        self.batches.retain(|b| b.base_offset < end);
+        if self.txn_first_offset.is_some_and(|f| f >= end) {
+            self.txn_first_offset = None;
+        }
+        if let Some((first, marker)) = self.last_txn {
+            if marker >= end {
+                self.last_txn = None;
+                if first < end {
+                    self.txn_first_offset = Some(first);
+                }
+            }
+        }
+        *self != before
+    }
+
     /// Checks a batch against this producer's state (None: no state known).
     pub fn check(state: Option<&ProducerState>, h: &BatchHeader) -> Result<SeqCheck> {
         let Some(s) = state else {
@@ -85,7 +192,8 @@ impl ProducerState {
         Ok(SeqCheck::Append)
     }
 
-    /// The state after appending `h` at `base_offset`.
+    /// The state after appending the data batch `h` at `base_offset`. A transactional
+    /// batch opens the producer's transaction here if none is open.
     pub fn after_append(
         state: Option<&ProducerState>,
         h: &BatchHeader,
@@ -93,11 +201,17 @@ impl ProducerState {
     ) -> ProducerState {
         let mut next = match state {
             Some(s) if s.epoch == h.producer_epoch => s.clone(),
-            _ => ProducerState {
-                epoch: h.producer_epoch,
-                batches: VecDeque::new(),
+            Some(s) => ProducerState {
+                txn_first_offset: s.txn_first_offset,
+                coordinator_epoch: s.coordinator_epoch,
+                last_txn: s.last_txn,
+                ..ProducerState::new(h.producer_epoch)
             },
+            None => ProducerState::new(h.producer_epoch),
         };
+        if h.is_transactional() && next.txn_first_offset.is_none() {
+            next.txn_first_offset = Some(base_offset);
+        }
         if next.batches.len() == DEDUP_BATCHES {
             next.batches.pop_front();
         }
@@ -110,8 +224,10 @@ impl ProducerState {
         next
     }
 
+    /// Encodes the state: epoch, batch count, the batches, then the transactional fields
+    /// (states written before transactions existed end after the batches).
     pub fn encode(&self) -> Bytes {
-        let mut b = BytesMut::with_capacity(3 + self.batches.len() * 20);
+        let mut b = BytesMut::with_capacity(3 + self.batches.len() * 20 + TXN_FIELDS_BYTES);
         b.put_i16(self.epoch);
         b.put_u8(self.batches.len() as u8);
         for s in &self.batches {
@@ -120,13 +236,24 @@ impl ProducerState {
             b.put_i64(s.base_offset);
             b.put_i32(s.last_offset_delta);
         }
+        b.put_u8(
+            u8::from(self.txn_first_offset.is_some()) | u8::from(self.last_txn.is_some()) << 1,
+        );
+        b.put_i64(self.txn_first_offset.unwrap_or(-1));
+        b.put_i32(self.coordinator_epoch);
+        let (first, marker) = self.last_txn.unwrap_or((-1, -1));
+        b.put_i64(first);
+        b.put_i64(marker);
         b.freeze()
     }
 
     pub fn decode(v: &[u8]) -> Option<ProducerState> {
         let epoch = i16::from_be_bytes(v.get(0..2)?.try_into().ok()?);
         let n = *v.get(2)? as usize;
-        if n > DEDUP_BATCHES || v.len() != 3 + n * 20 {
+        let batches_end = 3 + n * 20;
+        if n > DEDUP_BATCHES
+            || (v.len() != batches_end && v.len() != batches_end + TXN_FIELDS_BYTES)
+        {
             return None;
         }
         let mut batches = VecDeque::with_capacity(n);
@@ -139,7 +266,23 @@ impl ProducerState {
                 last_offset_delta: i32::from_be_bytes(r[16..20].try_into().ok()?),
             });
         }
-        Some(ProducerState { epoch, batches })
+        let mut state = ProducerState {
+            batches,
+            ..ProducerState::new(epoch)
+        };
+        if let Some(t) = v.get(batches_end..) {
+            if t.len() == TXN_FIELDS_BYTES {
+                let i64_at = |at: usize| t[at..at + 8].try_into().ok().map(i64::from_be_bytes);
+                let flags = t[0];
+                state.txn_first_offset = (flags & 1 != 0).then(|| i64_at(1)).flatten();
+                state.coordinator_epoch = i32::from_be_bytes(t[9..13].try_into().ok()?);
+                state.last_txn = match flags & 2 != 0 {
+                    true => Some((i64_at(13)?, i64_at(21)?)),
+                    false => None,
+                };
+            }
+        }
+        Some(state)
     }
 }
 
@@ -213,5 +356,57 @@ mod tests {
         assert_eq!(s.batches.front().unwrap().first_seq, 2);
         assert_eq!(ProducerState::decode(&s.encode()).unwrap(), s);
         assert!(ProducerState::decode(b"\x00").is_none());
+        // A state written before transactions existed has no transactional fields.
+        let old = &s.encode()[..3 + DEDUP_BATCHES * 20];
+        assert_eq!(ProducerState::decode(old).unwrap(), s);
+    }
+
+    fn txn_header(epoch: i16, seq: i32) -> BatchHeader {
+        BatchHeader::parse(&crate::log::batch::tests::txn_batch(
+            &[b"v"],
+            (1, epoch, seq),
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_transaction_opens_with_its_first_batch_and_closes_with_its_marker() {
+        let s = ProducerState::after_append(None, &txn_header(0, 0), 10);
+        assert_eq!(s.txn_first_offset, Some(10));
+        let s = ProducerState::after_append(Some(&s), &txn_header(0, 1), 12);
+        assert_eq!(s.txn_first_offset, Some(10), "the first batch sets it");
+        assert!(ProducerState::check_marker(Some(&s), 0, 3).is_ok());
+        let (s, applied) = ProducerState::after_marker(Some(&s), 0, 3, 14);
+        assert_eq!(applied.closed, Some((10, 14)));
+        assert_eq!(
+            (s.txn_first_offset, s.last_txn, s.coordinator_epoch),
+            (None, Some((10, 14)), 3)
+        );
+        assert_eq!(ProducerState::decode(&s.encode()).unwrap(), s);
+        // A zombie coordinator and a fenced producer epoch are refused.
+        assert!(matches!(
+            ProducerState::check_marker(Some(&s), 0, 2),
+            Err(Error::TransactionCoordinatorFenced { .. })
+        ));
+        assert!(matches!(
+            ProducerState::check_marker(Some(&s), -1, 3),
+            Err(Error::InvalidProducerEpoch { .. })
+        ));
+        // A marker for a producer with nothing open here closes nothing.
+        let (again, applied) = ProducerState::after_marker(Some(&s), 1, 3, 15);
+        assert_eq!(
+            (applied.closed, again.epoch, again.last_txn),
+            (None, 1, Some((10, 14)))
+        );
+
+        // Truncating the marker away reopens the transaction; truncating its start forgets it.
+        let mut cut = s.clone();
+        assert!(cut.truncate(14));
+        assert_eq!((cut.txn_first_offset, cut.last_txn), (Some(10), None));
+        assert!(cut.truncate(10));
+        assert_eq!(cut.txn_first_offset, None);
+        assert!(cut.batches.is_empty());
+        let mut unchanged = s.clone();
+        assert!(!unchanged.truncate(20));
     }
 }

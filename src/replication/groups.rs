@@ -33,7 +33,7 @@ use crate::clock::now_ms;
 use crate::controller::metadata::Image;
 use crate::coordinator::{Coordinator, GroupLog};
 use crate::error::{Error, Result};
-use crate::log::AppendOptions;
+use crate::log::{AppendOptions, ReadUpTo};
 use crate::storage::{GroupCf, GroupChange, MetaStore};
 use crate::topics::{Topic, OFFSETS_TOPIC};
 
@@ -241,7 +241,10 @@ impl GroupPartitions {
         .max(p.log.offsets().log_start);
         let from = next;
         while next < target {
-            let read = p.log.read(next, 1 << 20, true, true).await?;
+            let read = p
+                .log
+                .read(next, 1 << 20, true, ReadUpTo::HighWatermark)
+                .await?;
             let mut bytes = read.records;
             if bytes.is_empty() {
                 break;

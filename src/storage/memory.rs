@@ -8,7 +8,8 @@ use std::sync::Mutex;
 use bytes::Bytes;
 
 use super::{
-    Append, BatchMeta, GroupCf, GroupChange, GroupStore, LogStore, MetaStore, PartitionId,
+    AbortedTxn, Append, BatchMeta, GroupCf, GroupChange, GroupStore, LogStore, MetaStore,
+    PartitionId,
 };
 use crate::error::Result;
 
@@ -23,6 +24,8 @@ struct Inner {
     producers: BTreeMap<(PartitionId, i64), Bytes>,
     epochs: BTreeMap<(PartitionId, i32), i64>,
     starts: BTreeMap<PartitionId, i64>,
+    /// (partition, marker offset) -> entry
+    aborted: BTreeMap<(PartitionId, i64), AbortedTxn>,
     meta: BTreeMap<Vec<u8>, Vec<u8>>,
     groups: BTreeMap<(GroupCf, Vec<u8>), Vec<u8>>,
 }
@@ -61,6 +64,9 @@ impl LogStore for MemoryStore {
             }
             if let Some((epoch, start)) = a.epoch_start {
                 g.epochs.insert((a.partition, epoch), start);
+            }
+            if let Some(t) = a.aborted {
+                g.aborted.insert((a.partition, t.last_offset), t);
             }
         }
         Ok(())
@@ -123,6 +129,8 @@ impl LogStore for MemoryStore {
         for k in doomed {
             g.batches.remove(&k);
         }
+        g.aborted
+            .retain(|(q, marker), _| *q != p || *marker >= log_start);
         g.starts.insert(p, log_start);
         Ok(())
     }
@@ -136,6 +144,7 @@ impl LogStore for MemoryStore {
         let mut g = self.lock();
         g.batches.retain(|(q, base), _| *q != p || *base < end);
         g.epochs.retain(|(q, _), start| *q != p || *start < end);
+        g.aborted.retain(|(q, marker), _| *q != p || *marker < end);
         for (pid, state) in producers {
             match state {
                 Some(s) => g.producers.insert((p, *pid), s.clone()),
@@ -154,6 +163,7 @@ impl LogStore for MemoryStore {
         g.batches.retain(|(q, _), _| *q != p);
         g.producers.retain(|(q, _), _| *q != p);
         g.epochs.retain(|(q, _), _| *q != p);
+        g.aborted.retain(|(q, _), _| *q != p);
         g.starts.remove(&p);
         Ok(())
     }
@@ -171,6 +181,14 @@ impl LogStore for MemoryStore {
         Ok(g.epochs
             .range((p, i32::MIN)..(p, i32::MAX))
             .map(|((_, e), s)| (*e, *s))
+            .collect())
+    }
+
+    fn aborted_txns(&self, p: PartitionId) -> Result<Vec<AbortedTxn>> {
+        let g = self.lock();
+        Ok(g.aborted
+            .range((p, i64::MIN)..(p, i64::MAX))
+            .map(|(_, t)| *t)
             .collect())
     }
 }

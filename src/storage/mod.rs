@@ -45,6 +45,43 @@ pub struct Append {
     pub producer: Option<(i64, Bytes)>,
     /// A new leader epoch that starts with this batch: (epoch, start offset).
     pub epoch_start: Option<(i32, i64)>,
+    /// An ABORT marker's entry in the aborted-transactions index.
+    pub aborted: Option<AbortedTxn>,
+}
+
+/// An entry of a partition's aborted-transactions index, as Kafka's `TransactionIndex`
+/// keeps it: the producer, the offsets its aborted transaction spans in this partition (the
+/// last is the ABORT marker's) and the last stable offset once it was aborted, which lets a
+/// reader stop scanning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub last_stable_offset: i64,
+}
+
+impl AbortedTxn {
+    pub fn encode(&self) -> [u8; 24] {
+        let mut v = [0u8; 24];
+        v[..8].copy_from_slice(&self.producer_id.to_be_bytes());
+        v[8..16].copy_from_slice(&self.first_offset.to_be_bytes());
+        v[16..24].copy_from_slice(&self.last_stable_offset.to_be_bytes());
+        v
+    }
+
+    /// Decodes [`Self::encode`] for the entry whose marker is at `last_offset`.
+    pub fn decode(last_offset: i64, v: &[u8]) -> Option<AbortedTxn> {
+        if v.len() != 24 {
+            return None;
+        }
+        Some(AbortedTxn {
+            producer_id: i64::from_be_bytes(v[..8].try_into().ok()?),
+            first_offset: i64::from_be_bytes(v[8..16].try_into().ok()?),
+            last_offset,
+            last_stable_offset: i64::from_be_bytes(v[16..24].try_into().ok()?),
+        })
+    }
 }
 
 /// Storage of partition logs.
@@ -86,12 +123,14 @@ pub trait LogStore: Send + Sync + 'static {
     }
 
     /// Moves the log start offset to `log_start` and removes every batch that lies wholly
-    /// below it, as one written unit.
+    /// below it, and every aborted-transaction entry whose marker lies below it, as one
+    /// written unit.
     fn truncate_prefix(&self, partition: PartitionId, log_start: i64) -> Result<()>;
 
-    /// Removes every batch at or after `end` and every leader-epoch entry starting at or
-    /// after it, and replaces the given producer states (`None` deletes one), as one written
-    /// unit: a follower cutting its log back to where it diverges from the leader's.
+    /// Removes every batch at or after `end`, every leader-epoch entry starting at or after
+    /// it and every aborted-transaction entry whose marker is at or after it, and replaces
+    /// the given producer states (`None` deletes one), as one written unit: a follower
+    /// cutting its log back to where it diverges from the leader's.
     fn truncate_suffix(
         &self,
         partition: PartitionId,
@@ -102,7 +141,8 @@ pub trait LogStore: Send + Sync + 'static {
     /// The log start offset last set by `truncate_prefix`, if any.
     fn log_start(&self, partition: PartitionId) -> Result<Option<i64>>;
 
-    /// Removes everything kept for the partition: batches, producer states, epochs.
+    /// Removes everything kept for the partition: batches, producer states, epochs, the
+    /// aborted-transactions index.
     fn delete_partition(&self, partition: PartitionId) -> Result<()>;
 
     /// Every producer state of the partition: (producer id, encoded state).
@@ -110,6 +150,9 @@ pub trait LogStore: Send + Sync + 'static {
 
     /// The leader-epoch cache: (epoch, start offset), in epoch order.
     fn epochs(&self, partition: PartitionId) -> Result<Vec<(i32, i64)>>;
+
+    /// The aborted-transactions index, in marker offset order.
+    fn aborted_txns(&self, partition: PartitionId) -> Result<Vec<AbortedTxn>>;
 }
 
 /// Storage of small metadata records (topics, configs, counters). Every `put` and `delete`
@@ -238,6 +281,16 @@ pub(crate) mod conformance {
             batch: Bytes::from(vec![base as u8; size]),
             producer: None,
             epoch_start: None,
+            aborted: None,
+        }
+    }
+
+    fn aborted(first: i64, marker: i64) -> AbortedTxn {
+        AbortedTxn {
+            producer_id: 7,
+            first_offset: first,
+            last_offset: marker,
+            last_stable_offset: marker + 1,
         }
     }
 
@@ -248,7 +301,11 @@ pub(crate) mod conformance {
         first.producer = Some((9, Bytes::from_static(b"state")));
         first.epoch_start = Some((0, 0));
         s.append(&[first, batch(3, 2, 10)], false).unwrap();
-        s.append(&[batch(5, 5, 10)], true).unwrap();
+        let mut marker = batch(5, 1, 10);
+        marker.aborted = Some(aborted(3, 5));
+        let mut marker2 = batch(6, 1, 10);
+        marker2.aborted = Some(aborted(6, 6));
+        s.append(&[marker, marker2, batch(7, 3, 10)], true).unwrap();
         // Another partition must not leak into partition 1.
         let mut other = batch(0, 1, 10);
         other.partition = 2;
@@ -261,9 +318,9 @@ pub(crate) mod conformance {
         assert_eq!(r[0][0], 3);
         // At least one batch even when it exceeds max_bytes.
         assert_eq!(s.read(1, 0, 1).unwrap().len(), 1);
-        assert_eq!(s.read(1, 0, 1000).unwrap().len(), 3);
+        assert_eq!(s.read(1, 0, 1000).unwrap().len(), 5);
         assert!(s.read(1, 10, 1000).unwrap().is_empty());
-        assert_eq!(s.size_bytes(1).unwrap(), 30);
+        assert_eq!(s.size_bytes(1).unwrap(), 50);
 
         let mut seen = vec![];
         s.scan_batches(1, 4, &mut |m| {
@@ -271,7 +328,17 @@ pub(crate) mod conformance {
             true
         })
         .unwrap();
-        assert_eq!(seen, vec![3, 5]);
+        assert_eq!(seen, vec![3, 5, 6, 7]);
+        assert_eq!(
+            s.aborted_txns(1).unwrap(),
+            vec![aborted(3, 5), aborted(6, 6)]
+        );
+        assert!(s.aborted_txns(2).unwrap().is_empty());
+
+        // A suffix cut takes the aborted entries whose markers it removes.
+        s.truncate_suffix(1, 6, &[]).unwrap();
+        assert_eq!(s.aborted_txns(1).unwrap(), vec![aborted(3, 5)]);
+        assert_eq!(s.last_batch(1).unwrap().unwrap().last_offset, 5);
 
         assert_eq!(
             s.producer_states(1).unwrap(),
@@ -284,11 +351,24 @@ pub(crate) mod conformance {
         let r = s.read(1, 0, 1000).unwrap();
         assert_eq!(r.len(), 2, "the batch containing the new start stays");
         assert_eq!(r[0][0], 3);
+        assert_eq!(s.aborted_txns(1).unwrap(), vec![aborted(3, 5)]);
+        s.truncate_prefix(1, 6).unwrap();
+        assert!(s.aborted_txns(1).unwrap().is_empty(), "its marker is gone");
+        s.append(
+            &[{
+                let mut m = batch(6, 1, 10);
+                m.aborted = Some(aborted(6, 6));
+                m
+            }],
+            false,
+        )
+        .unwrap();
 
         s.delete_partition(1).unwrap();
         assert!(s.last_batch(1).unwrap().is_none());
         assert!(s.producer_states(1).unwrap().is_empty());
         assert!(s.epochs(1).unwrap().is_empty());
+        assert!(s.aborted_txns(1).unwrap().is_empty());
         assert_eq!(s.log_start(1).unwrap(), None);
         assert_eq!(s.last_batch(2).unwrap().unwrap().last_offset, 0);
     }

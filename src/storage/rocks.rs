@@ -5,7 +5,7 @@
 //! | `log`       | partition id (u32 BE) + base offset   | the raw record batch           |
 //! | `index`     | same key as `log`                     | last offset delta, max timestamp, size |
 //! | `producers` | partition id + producer id (u64 BE)   | idempotence state              |
-//! | `meta`      | `m` + caller key / `e` + partition + epoch / `s` + partition | metadata, epoch starts, log start offsets |
+//! | `meta`      | `m` + caller key / `e` + partition + epoch / `s` + partition / `a` + partition + marker offset | metadata, epoch starts, log start offsets, aborted-transactions index |
 //! | `groups`    | group id                              | members, generation, protocol (coordinator's encoding) |
 //! | `offsets`   | group + topic + partition (coordinator's encoding) | committed offset |
 //!
@@ -23,8 +23,8 @@ use rocksdb::{
 };
 
 use super::{
-    batch_key, decode_meta, encode_meta, key_offset, Append, BatchMeta, GroupCf, GroupChange,
-    GroupStore, LogStore, MetaStore, PartitionId,
+    batch_key, decode_meta, encode_meta, key_offset, AbortedTxn, Append, BatchMeta, GroupCf,
+    GroupChange, GroupStore, LogStore, MetaStore, PartitionId,
 };
 use crate::error::{Error, Result};
 
@@ -136,6 +136,15 @@ fn start_key(partition: PartitionId) -> [u8; 5] {
     k
 }
 
+/// The aborted-transactions index lives in `meta` under `a` + partition + marker offset, so
+/// a partition's entries sort by marker offset and range deletes follow the log's cuts.
+fn aborted_key(partition: PartitionId, marker_offset: i64) -> [u8; 13] {
+    let mut k = [0u8; 13];
+    k[0] = b'a';
+    k[1..13].copy_from_slice(&batch_key(partition, marker_offset));
+    k
+}
+
 fn producer_key(partition: PartitionId, producer_id: i64) -> [u8; 12] {
     batch_key(partition, producer_id)
 }
@@ -165,6 +174,9 @@ impl LogStore for RocksStore {
             }
             if let Some((epoch, start)) = a.epoch_start {
                 wb.put_cf(meta, epoch_key(a.partition, epoch), start.to_be_bytes());
+            }
+            if let Some(t) = a.aborted {
+                wb.put_cf(meta, aborted_key(a.partition, t.last_offset), t.encode());
             }
         }
         self.write(wb, durable)
@@ -264,6 +276,11 @@ impl LogStore for RocksStore {
         let (from, to) = (batch_key(partition, 0), batch_key(partition, keep_from));
         wb.delete_range_cf(self.cf(CF_LOG), from, to);
         wb.delete_range_cf(self.cf(CF_INDEX), from, to);
+        wb.delete_range_cf(
+            self.cf(CF_META),
+            aborted_key(partition, 0),
+            aborted_key(partition, log_start),
+        );
         wb.put_cf(
             self.cf(CF_META),
             start_key(partition),
@@ -283,6 +300,11 @@ impl LogStore for RocksStore {
         let to = (partition as u64 + 1).to_be_bytes()[4..].to_vec();
         wb.delete_range_cf(self.cf(CF_LOG), &from[..], &to[..]);
         wb.delete_range_cf(self.cf(CF_INDEX), &from[..], &to[..]);
+        wb.delete_range_cf(
+            self.cf(CF_META),
+            aborted_key(partition, end.max(0)),
+            aborted_key(partition + 1, 0),
+        );
         for (epoch, start) in self.epochs(partition)? {
             if start >= end {
                 wb.delete_cf(self.cf(CF_META), epoch_key(partition, epoch));
@@ -318,6 +340,11 @@ impl LogStore for RocksStore {
             epoch_key(partition, 0),
             epoch_key(partition + 1, 0),
         );
+        wb.delete_range_cf(
+            self.cf(CF_META),
+            aborted_key(partition, 0),
+            aborted_key(partition + 1, 0),
+        );
         wb.delete_cf(self.cf(CF_META), start_key(partition));
         self.write(wb, true)
     }
@@ -350,6 +377,32 @@ impl LogStore for RocksStore {
                 let epoch = u32::from_be_bytes(k[5..9].try_into().unwrap_or_default()) as i32;
                 let start = i64::from_be_bytes(v.try_into().unwrap_or_default());
                 out.push((epoch, start));
+            }
+            it.next();
+        }
+        it.status().map_err(storage_err)?;
+        Ok(out)
+    }
+
+    fn aborted_txns(&self, partition: PartitionId) -> Result<Vec<AbortedTxn>> {
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_lower_bound(aborted_key(partition, 0).to_vec());
+        ro.set_iterate_upper_bound(aborted_key(partition + 1, 0).to_vec());
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_META), ro);
+        it.seek_to_first();
+        let mut out = Vec::new();
+        while it.valid() {
+            if let (Some(k), Some(v)) = (it.key(), it.value()) {
+                let entry = k
+                    .get(1..)
+                    .and_then(key_offset)
+                    .and_then(|marker| AbortedTxn::decode(marker, v))
+                    .ok_or_else(|| {
+                        Error::Storage(format!(
+                            "aborted-transaction entry of partition {partition} is malformed"
+                        ))
+                    })?;
+                out.push(entry);
             }
             it.next();
         }
@@ -462,6 +515,7 @@ mod tests {
                 batch: Bytes::from_static(b"abcd"),
                 producer: None,
                 epoch_start: Some((0, 0)),
+                aborted: None,
             };
             s.append(&[a], false).unwrap();
             s.put(b"k", b"v").unwrap();
