@@ -19,6 +19,7 @@
 pub mod consumer;
 pub mod group;
 pub mod offsets;
+pub mod transactions;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -38,6 +39,17 @@ use group::{
     SyncResult,
 };
 use offsets::{Committed, GroupOffsets, OffsetChange};
+
+/// Kafka's placement of a group or transactional id in its internal topic:
+/// `Utils.abs(id.hashCode()) % partitions`, with Java's String.hashCode over UTF-16, so an
+/// id lands on the partition Kafka would pick.
+pub fn partition_for(id: &str, partitions: usize) -> i32 {
+    let h = id
+        .encode_utf16()
+        .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(u as i32));
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    abs % partitions.max(1) as i32
+}
 
 /// Coordinator settings, from the broker's `group.*` / `offsets.*` keys.
 #[derive(Debug, Clone, Copy)]

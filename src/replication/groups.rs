@@ -42,15 +42,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Queued writes a writer appends as one batch at most.
 const MAX_WRITES_PER_BATCH: usize = 256;
 
-/// Kafka's placement of a group: `Utils.abs(groupId.hashCode()) % partitions`, with Java's
-/// String.hashCode over UTF-16, so a group lands on the partition Kafka would pick.
-pub fn partition_for(group: &str, partitions: usize) -> i32 {
-    let h = group
-        .encode_utf16()
-        .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(u as i32));
-    let abs = if h == i32::MIN { 0 } else { h.abs() };
-    abs % partitions.max(1) as i32
-}
+pub use crate::coordinator::partition_for;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {
