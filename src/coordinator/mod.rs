@@ -63,18 +63,47 @@ pub struct CoordinatorConfig {
 }
 
 /// Where a replicated coordinator sends its changes: they count as written once the
-/// group's `__consumer_offsets` partition has committed them.
+/// id's partition of the coordinator's internal topic (`__consumer_offsets` for groups,
+/// `__transaction_state` for transactional ids) has committed them.
 pub trait GroupLog: Send + Sync + 'static {
-    /// Whether this broker coordinates `group_id` now: Ok, or the error to answer
+    /// Whether this broker coordinates `id` now: Ok, or the error to answer
     /// (COORDINATOR_LOAD_IN_PROGRESS while its partition loads, NOT_COORDINATOR elsewhere).
-    fn check(&self, group_id: &str) -> std::result::Result<(), ResponseError>;
+    fn check(&self, id: &str) -> std::result::Result<(), ResponseError>;
 
-    /// Whether any partition this broker coordinates is still loading its groups.
+    /// Whether any partition this broker coordinates is still loading.
     fn loading(&self) -> bool;
 
-    /// Queues `changes` of `group_id` behind the ones before; the receiver answers whether
-    /// they were committed (false: they were not, and the partition's groups are reloaded).
-    fn submit(&self, group_id: &str, changes: Vec<GroupChange>) -> oneshot::Receiver<bool>;
+    /// Queues `changes` of `id` behind the ones before; the receiver answers whether they
+    /// were committed (false: they were not, and the partition's state is reloaded).
+    fn submit(&self, id: &str, changes: Vec<GroupChange>) -> oneshot::Receiver<bool>;
+
+    /// The leader epoch of `id`'s partition while this broker coordinates it: the
+    /// coordinator epoch transaction markers carry.
+    fn epoch(&self, id: &str) -> Option<i32>;
+}
+
+/// A coordinator whose state lives in an internal topic, as the replication layer drives
+/// it: it applies committed changes to its store, loads the ids of a partition it comes to
+/// lead and forgets those of one it no longer leads.
+pub trait Coordinated: Send + Sync + 'static {
+    /// The local store committed changes are applied to.
+    fn store(&self) -> &Arc<dyn GroupStore>;
+    /// Loads the stored ids `mine` selects; returns how many there are.
+    fn load(&self, mine: &dyn Fn(&str) -> bool) -> Result<usize>;
+    /// Forgets the ids `gone` selects.
+    fn unload(&self, gone: &dyn Fn(&str) -> bool);
+}
+
+impl Coordinated for Coordinator {
+    fn store(&self) -> &Arc<dyn GroupStore> {
+        Coordinator::store(self)
+    }
+    fn load(&self, mine: &dyn Fn(&str) -> bool) -> Result<usize> {
+        Coordinator::load(self, mine)
+    }
+    fn unload(&self, gone: &dyn Fn(&str) -> bool) {
+        Coordinator::unload(self, gone)
+    }
 }
 
 /// Whether a change was written: at once (straight to the store) or once replicated.
@@ -1262,6 +1291,9 @@ mod tests {
             false
         }
 
+        fn epoch(&self, _group: &str) -> Option<i32> {
+            Some(0)
+        }
         fn submit(&self, _group: &str, changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {
             let (tx, rx) = oneshot::channel();
             let ok = self.accept.load(std::sync::atomic::Ordering::SeqCst);
@@ -1286,6 +1318,9 @@ mod tests {
             self.0 == ResponseError::CoordinatorLoadInProgress
         }
 
+        fn epoch(&self, _group: &str) -> Option<i32> {
+            None
+        }
         fn submit(&self, _group: &str, _changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {
             unreachable!("nothing is written for a group this broker does not coordinate")
         }

@@ -13,8 +13,8 @@
 //!   follower's LEO, moves the HW to the minimum LEO over the ISR, and asks the controller to
 //!   shrink the ISR after `replica.lag.time.max.ms` or expand it when a follower catches up.
 
+pub mod coordinated;
 mod fetcher;
-pub mod groups;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -110,14 +110,15 @@ pub struct Cluster {
     shut_down: watch::Sender<bool>,
     want_shut_down: watch::Sender<bool>,
     /// The `__consumer_offsets` partitions this broker leads: the groups it coordinates.
-    pub groups: Arc<groups::GroupPartitions>,
+    pub groups: Arc<coordinated::CoordinatorPartitions>,
 }
 
 impl Cluster {
     /// Starts membership, metadata and ISR loops for `broker` over the local voter.
     pub fn start(node: Node, controller: Arc<ControllerNode>) -> Arc<Cluster> {
-        let groups = Arc::new(groups::GroupPartitions::new(
+        let groups = Arc::new(coordinated::CoordinatorPartitions::new(
             node.id(),
+            OFFSETS_TOPIC,
             node.groups.clone(),
             node.meta.clone(),
         ));
@@ -765,7 +766,8 @@ impl Cluster {
             .and_then(|id| image.topics.get(id))
             .filter(|t| !t.partitions.is_empty())
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let leader = t.partitions[groups::partition_for(group, t.partitions.len()) as usize].leader;
+        let leader =
+            t.partitions[coordinated::partition_for(group, t.partitions.len()) as usize].leader;
         self.live_brokers(listener)
             .into_iter()
             .find(|b| b.0 == leader)

@@ -1,20 +1,22 @@
-//! Group coordinator state in a cluster, as Kafka keeps it: every change is a record in a
-//! partition of the internal `__consumer_offsets` topic, chosen by the group id's hash, and
-//! the leader of that partition coordinates the group.
+//! Coordinator state in an internal topic, as Kafka keeps it: every change of a group is a
+//! record in a partition of `__consumer_offsets`, every change of a transactional id one
+//! in `__transaction_state`, the partition chosen by the id's hash, and the leader of that
+//! partition coordinates the id. One [`CoordinatorPartitions`] serves each topic for its
+//! coordinator ([`Coordinated`]).
 //!
-//! - **Writing.** The coordinator hands its changes to [`GroupPartitions::submit`]; one
+//! - **Writing.** The coordinator hands its changes to [`CoordinatorPartitions::submit`]; one
 //!   writer per led partition appends them (one record per key: the column family tag and
 //!   key, the value or a tombstone), waits until the ISR holds them (the HW, as acks=all),
-//!   then applies them to the local `groups`/`offsets` column families and only then
-//!   answers. A failed write (leadership lost, too few in sync, timed out) answers false
-//!   and the partition's groups are reloaded, so memory never runs ahead of the log.
+//!   then applies them to the coordinator's local column families and only then answers.
+//!   A failed write (leadership lost, too few in sync, timed out) answers false and the
+//!   partition's ids are reloaded, so memory never runs ahead of the log.
 //! - **Loading.** On becoming leader of a partition a broker waits until its HW covers its
 //!   whole log (records an earlier leader wrote are then committed), applies the records
 //!   past what it had applied before (a checkpoint per partition in the metadata store;
 //!   replay is last-write-wins per key, so applying again is harmless), and loads the
-//!   partition's groups into the coordinator. Until then requests for those groups get
+//!   partition's ids into the coordinator. Until then requests for those ids get
 //!   COORDINATOR_LOAD_IN_PROGRESS; on other brokers, NOT_COORDINATOR (the coordinator asks
-//!   [`GroupLog::check`] before serving a group).
+//!   [`GroupLog::check`] before serving an id).
 //! - The log is never cleaned (no compaction yet): it grows with every commit.
 
 use std::collections::HashMap;
@@ -31,11 +33,11 @@ use uuid::Uuid;
 
 use crate::clock::now_ms;
 use crate::controller::metadata::Image;
-use crate::coordinator::{Coordinator, GroupLog};
+use crate::coordinator::{Coordinated, GroupLog};
 use crate::error::{Error, Result};
 use crate::log::{AppendOptions, ReadUpTo};
 use crate::storage::{GroupCf, GroupChange, MetaStore};
-use crate::topics::{Topic, OFFSETS_TOPIC};
+use crate::topics::Topic;
 
 /// How long a write may wait for the ISR (Kafka's `offsets.commit.timeout.ms`).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -57,13 +59,15 @@ struct Write {
     done: oneshot::Sender<bool>,
 }
 
-/// The `__consumer_offsets` partitions this broker leads, and their writers.
+/// The partitions of one internal topic this broker leads, and their writers.
 ///
 /// Lock order: `slots`, then the coordinator's, then `writers` (the coordinator calls
 /// [`GroupLog::submit`] under its own lock). `topic` is taken alone.
-pub struct GroupPartitions {
+pub struct CoordinatorPartitions {
     me: i32,
-    coordinator: Arc<Coordinator>,
+    /// The internal topic: `__consumer_offsets` or `__transaction_state`.
+    name: &'static str,
+    coordinator: Arc<dyn Coordinated>,
     meta: Arc<dyn MetaStore>,
     /// The topic's id and partition count as last seen in the image.
     topic: Mutex<Option<(Uuid, usize)>>,
@@ -75,10 +79,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl GroupPartitions {
-    pub fn new(me: i32, coordinator: Arc<Coordinator>, meta: Arc<dyn MetaStore>) -> Self {
-        GroupPartitions {
+impl CoordinatorPartitions {
+    pub fn new(
+        me: i32,
+        name: &'static str,
+        coordinator: Arc<dyn Coordinated>,
+        meta: Arc<dyn MetaStore>,
+    ) -> Self {
+        CoordinatorPartitions {
             me,
+            name,
             coordinator,
             meta,
             topic: Mutex::new(None),
@@ -96,11 +106,11 @@ impl GroupPartitions {
     pub fn follow(self: &Arc<Self>, image: &Image, local: Option<Arc<Topic>>) {
         let state = image
             .names
-            .get(OFFSETS_TOPIC)
+            .get(self.name)
             .and_then(|id| image.topics.get(id));
         let (Some(t), Some(local)) = (
             state,
-            local.filter(|l| Some(&l.id) == image.names.get(OFFSETS_TOPIC)),
+            local.filter(|l| Some(&l.id) == image.names.get(self.name)),
         ) else {
             self.unload_all();
             return;
@@ -158,7 +168,7 @@ impl GroupPartitions {
                 return;
             }
             if let Err(e) = self.replay(&topic, i, epoch).await {
-                tracing::warn!(partition = i, error = %e, "loading group state failed; retrying");
+                tracing::warn!(partition = i, error = %e, "loading {} failed; retrying", self.name);
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 continue;
             }
@@ -175,14 +185,16 @@ impl GroupPartitions {
                             tracing::info!(
                                 partition = i,
                                 leader_epoch = epoch,
+                                "coordinating the {} ids of {}-{i}",
                                 groups,
-                                "coordinating the groups of {OFFSETS_TOPIC}-{i}"
+                                self.name
                             );
                         } else {
                             tracing::debug!(
                                 partition = i,
                                 leader_epoch = epoch,
-                                "coordinating {OFFSETS_TOPIC}-{i}, no groups yet"
+                                "coordinating {}-{i}, nothing stored yet",
+                                self.name
                             );
                         }
                         let (tx, rx) = mpsc::unbounded_channel();
@@ -193,7 +205,7 @@ impl GroupPartitions {
                     }
                     // The local store could not be read: stay Loading (clients retry).
                     Err(e) => {
-                        tracing::error!(partition = i, error = %e, "cannot load groups; retrying")
+                        tracing::error!(partition = i, error = %e, "cannot load {}; retrying", self.name)
                     }
                 }
             }
@@ -244,7 +256,7 @@ impl GroupPartitions {
             let mut changes = Vec::new();
             while !bytes.is_empty() {
                 let set = RecordBatchDecoder::decode(&mut bytes)
-                    .map_err(|e| Error::Storage(format!("{OFFSETS_TOPIC}-{i}: {e}")))?;
+                    .map_err(|e| Error::Storage(format!("{}-{i}: {e}", self.name)))?;
                 let lo = next;
                 for r in set
                     .records
@@ -253,8 +265,8 @@ impl GroupPartitions {
                 {
                     changes.push(decode_change(r).ok_or_else(|| {
                         Error::Storage(format!(
-                            "{OFFSETS_TOPIC}-{i}: malformed record at {}",
-                            r.offset
+                            "{}-{i}: malformed record at {}",
+                            self.name, r.offset
                         ))
                     })?);
                     next = r.offset + 1;
@@ -264,12 +276,7 @@ impl GroupPartitions {
             self.meta.put(&key, &next.to_be_bytes())?;
         }
         if next > from {
-            tracing::info!(
-                partition = i,
-                from,
-                to = next,
-                "applied {OFFSETS_TOPIC}-{i}"
-            );
+            tracing::info!(partition = i, from, to = next, "applied {}-{i}", self.name);
         }
         Ok(())
     }
@@ -353,17 +360,25 @@ impl GroupPartitions {
     }
 }
 
-impl GroupLog for GroupPartitions {
-    /// Ok once the group's partition is loaded, COORDINATOR_LOAD_IN_PROGRESS while it
+impl GroupLog for CoordinatorPartitions {
+    /// Ok once the id's partition is loaded, COORDINATOR_LOAD_IN_PROGRESS while it
     /// loads, NOT_COORDINATOR when this broker does not lead it.
-    fn check(&self, group_id: &str) -> std::result::Result<(), ResponseError> {
+    fn check(&self, id: &str) -> std::result::Result<(), ResponseError> {
         let Some(n) = self.count() else {
             return Err(ResponseError::NotCoordinator);
         };
-        match lock(&self.slots).get(&partition_for(group_id, n)) {
+        match lock(&self.slots).get(&partition_for(id, n)) {
             Some(Slot::Loaded(_)) => Ok(()),
             Some(Slot::Loading(_)) => Err(ResponseError::CoordinatorLoadInProgress),
             None => Err(ResponseError::NotCoordinator),
+        }
+    }
+
+    fn epoch(&self, id: &str) -> Option<i32> {
+        let n = self.count()?;
+        match lock(&self.slots).get(&partition_for(id, n)) {
+            Some(Slot::Loaded(e)) => Some(*e),
+            _ => None,
         }
     }
 
