@@ -20,6 +20,7 @@ pub mod consumer;
 pub mod group;
 pub mod offsets;
 pub mod transactions;
+pub mod txn_coordinator;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};

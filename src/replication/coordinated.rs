@@ -422,6 +422,7 @@ fn cf_tag(cf: GroupCf) -> u8 {
         GroupCf::Groups => 0,
         GroupCf::Offsets => 1,
         GroupCf::Consumers => 2,
+        GroupCf::Transactions => 3,
     }
 }
 
@@ -473,6 +474,7 @@ fn decode_change(r: &Record) -> Option<GroupChange> {
         0 => GroupCf::Groups,
         1 => GroupCf::Offsets,
         2 => GroupCf::Consumers,
+        3 => GroupCf::Transactions,
         _ => return None,
     };
     Some(GroupChange {

@@ -206,6 +206,8 @@ pub enum GroupCf {
     /// KIP-848 group -> its epochs, and group + member -> the member's epochs and
     /// partitions (`consumer_groups` CF)
     Consumers,
+    /// transactional id -> the transaction coordinator's metadata (`transactions` CF)
+    Transactions,
 }
 
 /// One put (`Some`) or delete (`None`) of the group coordinator's state.

@@ -8,6 +8,8 @@
 //! | `meta`      | `m` + caller key / `e` + partition + epoch / `s` + partition / `a` + partition + marker offset | metadata, epoch starts, log start offsets, aborted-transactions index |
 //! | `groups`    | group id                              | members, generation, protocol (coordinator's encoding) |
 //! | `offsets`   | group + topic + partition (coordinator's encoding) | committed offset |
+//! | `consumer_groups` | KIP-848 group / group + member (coordinator's encoding) | epochs, assignments |
+//! | `transactions` | transactional id                 | the transaction coordinator's metadata |
 //!
 //! The `log` CF stores batches as blob files (key/value separation), so compaction moves
 //! only small keys around however many partitions interleave. The WAL stays on: a written
@@ -35,6 +37,7 @@ const CF_META: &str = "meta";
 const CF_OFFSETS: &str = "offsets";
 const CF_GROUPS: &str = "groups";
 const CF_CONSUMERS: &str = "consumer_groups";
+const CF_TRANSACTIONS: &str = "transactions";
 
 pub struct RocksStore {
     db: Arc<DB>,
@@ -91,6 +94,7 @@ impl RocksStore {
             ColumnFamilyDescriptor::new(CF_OFFSETS, small()),
             ColumnFamilyDescriptor::new(CF_GROUPS, small()),
             ColumnFamilyDescriptor::new(CF_CONSUMERS, small()),
+            ColumnFamilyDescriptor::new(CF_TRANSACTIONS, small()),
         ];
         let db = DB::open_cf_descriptors(&db_opts, dir, cfs).map_err(storage_err)?;
         Ok(RocksStore { db: Arc::new(db) })
@@ -456,6 +460,7 @@ impl RocksStore {
             GroupCf::Groups => CF_GROUPS,
             GroupCf::Offsets => CF_OFFSETS,
             GroupCf::Consumers => CF_CONSUMERS,
+            GroupCf::Transactions => CF_TRANSACTIONS,
         })
     }
 }
