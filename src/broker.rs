@@ -29,9 +29,8 @@ mod authority;
 pub use authority::Reassigning;
 
 const CLUSTER_ID_KEY: &[u8] = b"cluster_id";
+/// The end of the last block of producer ids this broker was given (8 bytes, big-endian).
 const PRODUCER_ID_BLOCK_KEY: &[u8] = b"producer_id_block_end";
-/// Producer ids reserved durably at a time (see [`crate::storage::reserve`]).
-const PRODUCER_ID_BLOCK: u64 = 1000;
 
 pub struct Broker {
     pub config: Arc<Config>,
@@ -277,22 +276,28 @@ impl Broker {
             .unwrap_or(&self.config.advertised_listeners[0])
     }
 
-    /// A new producer id, never handed out before.
+    /// A new producer id, never handed out before anywhere in the cluster: ids come in
+    /// blocks from the controller (KIP-730), as Kafka's brokers get them. The end of each
+    /// block is also kept locally, and the controller never hands out ids below it, so ids
+    /// an earlier single-node release reserved on its own are not reused.
     pub async fn next_producer_id(&self) -> Result<i64> {
         let mut ids = self.producer_ids.lock().await;
         if ids.0 >= ids.1 {
+            let at_least = match self.meta.get(PRODUCER_ID_BLOCK_KEY)? {
+                Some(v) => i64::from_be_bytes(v.as_slice().try_into().map_err(|_| {
+                    Error::Storage("the producer id block end is malformed".into())
+                })?),
+                None => 0,
+            };
+            let (start, end) = self.quorum()?.allocate_producer_ids(at_least).await?;
             let meta = self.meta.clone();
             // A synced write: off the runtime's worker threads.
-            let start = tokio::task::spawn_blocking(move || {
-                crate::storage::reserve::<8>(
-                    meta.as_ref(),
-                    PRODUCER_ID_BLOCK_KEY,
-                    PRODUCER_ID_BLOCK,
-                )
+            tokio::task::spawn_blocking(move || {
+                meta.put(PRODUCER_ID_BLOCK_KEY, &end.to_be_bytes())
             })
             .await
-            .map_err(|e| Error::Storage(format!("producer id reservation: {e}")))??;
-            *ids = (start as i64, (start + PRODUCER_ID_BLOCK) as i64);
+            .map_err(|e| Error::Storage(format!("producer id block: {e}")))??;
+            *ids = (start, end);
         }
         let id = ids.0;
         ids.0 += 1;

@@ -1318,6 +1318,21 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
         let active = prom.scalar("sum(kafka_controller_kafkacontroller_activecontrollercount)");
         (all == Some(n) && active == Some(1.0)).then_some(())
     });
+    // Producer ids are unique in the cluster: each broker's block comes from the controller.
+    let mut producer_ids = BTreeSet::new();
+    for addr in &external {
+        let mut c = Client::connect(addr.parse().unwrap());
+        for _ in 0..3 {
+            let r: InitProducerIdResponse =
+                c.send(ApiKey::InitProducerId, 4, &InitProducerIdRequest::default());
+            assert_eq!(r.error_code, 0, "InitProducerId on {addr}");
+            assert!(
+                producer_ids.insert(r.producer_id.0),
+                "{} handed out twice",
+                r.producer_id.0
+            );
+        }
+    }
     // Clients on the host are handed every broker's published listener, and nothing else
     // (the controller listener is not advertised).
     let out = Command::new(tool("kcat"))

@@ -150,7 +150,17 @@ pub enum Record {
     ClusterId {
         id: String,
     },
+    /// A block of producer ids handed to a broker (KRaft's ProducerIdsRecord): every id
+    /// below `next` is taken.
+    ProducerIds {
+        broker: i32,
+        broker_epoch: i64,
+        next: i64,
+    },
 }
+
+/// Producer ids handed to a broker at a time (Kafka's `ProducerIdManager` block).
+pub const PRODUCER_ID_BLOCK: i64 = 1000;
 
 /// What AlterPartition asks: the leader's proposed ISR, decided on its view of the partition.
 #[derive(Debug, Clone)]
@@ -173,6 +183,9 @@ pub struct Image {
     pub brokers: BTreeMap<i32, BrokerState>,
     pub topics: BTreeMap<Uuid, TopicState>,
     pub names: BTreeMap<String, Uuid>,
+    /// The first producer id not yet handed to any broker.
+    #[serde(default)]
+    pub next_producer_id: i64,
 }
 
 impl Image {
@@ -325,7 +338,41 @@ impl Image {
                     self.cluster_id = Some(id.clone());
                 }
             }
+            Record::ProducerIds { next, .. } => {
+                self.next_producer_id = self.next_producer_id.max(*next);
+            }
         }
+    }
+
+    /// AllocateProducerIds: the next block of producer ids for `broker`, never below
+    /// `at_least` (the end of what the broker itself reserved before it asked the quorum, so
+    /// ids from an earlier single-node release are never handed out again). Returns the
+    /// block's first id.
+    pub fn allocate_producer_ids(
+        &self,
+        broker: i32,
+        broker_epoch: i64,
+        at_least: i64,
+    ) -> Result<(i64, Vec<Record>), ResponseError> {
+        if self
+            .brokers
+            .get(&broker)
+            .is_none_or(|b| b.epoch != broker_epoch)
+        {
+            return Err(ResponseError::StaleBrokerEpoch);
+        }
+        let start = self.next_producer_id.max(at_least).max(0);
+        let next = start
+            .checked_add(PRODUCER_ID_BLOCK)
+            .ok_or(ResponseError::UnknownServerError)?;
+        Ok((
+            start,
+            vec![Record::ProducerIds {
+                broker,
+                broker_epoch,
+                next,
+            }],
+        ))
     }
 
     // ---- decisions (on the active controller) ------------------------------------------
@@ -1085,6 +1132,40 @@ mod tests {
             "the same name is not a collision"
         );
         assert!(log.image.name_collision("a-b").is_none());
+    }
+
+    #[test]
+    fn producer_id_blocks_are_unique_and_never_below_what_a_broker_had() {
+        let mut log = Log::with_brokers(2);
+        let epoch = |log: &Log, id: i32| log.image.brokers[&id].epoch;
+        let (a, rs) = log
+            .image
+            .allocate_producer_ids(1, epoch(&log, 1), 0)
+            .unwrap();
+        log.commit(rs);
+        let (b, rs) = log
+            .image
+            .allocate_producer_ids(2, epoch(&log, 2), 0)
+            .unwrap();
+        log.commit(rs);
+        assert_eq!((a, b), (0, PRODUCER_ID_BLOCK));
+        // A broker that reserved ids on its own before (an upgraded single node).
+        let (c, rs) = log
+            .image
+            .allocate_producer_ids(1, epoch(&log, 1), 50_000)
+            .unwrap();
+        log.commit(rs);
+        assert_eq!(c, 50_000);
+        let (d, _) = log
+            .image
+            .allocate_producer_ids(2, epoch(&log, 2), 0)
+            .unwrap();
+        assert_eq!(d, 50_000 + PRODUCER_ID_BLOCK);
+        assert_eq!(
+            log.image.allocate_producer_ids(2, epoch(&log, 2) - 1, 0),
+            Err(ResponseError::StaleBrokerEpoch)
+        );
+        assert!(log.image.allocate_producer_ids(9, 0, 0).is_err());
     }
 
     #[test]

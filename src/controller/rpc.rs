@@ -76,6 +76,12 @@ pub enum BrokerRequest {
         name: String,
         configs: std::collections::BTreeMap<String, String>,
     },
+    /// KIP-730's AllocateProducerIds: a block of producer ids unique in the cluster.
+    AllocateProducerIds {
+        broker: i32,
+        broker_epoch: i64,
+        at_least: i64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,6 +108,11 @@ pub enum BrokerReply {
     },
     Done,
     Quorum(QuorumState),
+    /// Producer ids `start..start + len` belong to the asking broker.
+    ProducerIds {
+        start: i64,
+        len: i64,
+    },
 }
 
 /// The metadata quorum as its leader sees it (KRaft's DescribeQuorum): offsets are Raft

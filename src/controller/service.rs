@@ -464,6 +464,25 @@ impl ControllerNode {
                 )
                 .await
             }
+            BrokerRequest::AllocateProducerIds {
+                broker,
+                broker_epoch,
+                at_least,
+            } => {
+                self.decide(|image, _| {
+                    let (start, rs) = image
+                        .allocate_producer_ids(broker, broker_epoch, at_least)
+                        .map_err(err)?;
+                    Ok((
+                        BrokerReply::ProducerIds {
+                            start,
+                            len: super::metadata::PRODUCER_ID_BLOCK,
+                        },
+                        rs,
+                    ))
+                })
+                .await
+            }
             BrokerRequest::SetTopicConfigs { name, configs } => {
                 self.decide(|image, _| {
                     Ok((

@@ -630,6 +630,22 @@ impl Cluster {
         Ok(())
     }
 
+    /// A block of producer ids unique in the cluster, as (first, end), none below
+    /// `at_least`.
+    pub async fn allocate_producer_ids(&self, at_least: i64) -> Result<(i64, i64)> {
+        let req = BrokerRequest::AllocateProducerIds {
+            broker: self.node.id(),
+            broker_epoch: self.broker_epoch(),
+            at_least,
+        };
+        match self.ask(req).await? {
+            BrokerReply::ProducerIds { start, len } => Ok((start, start + len)),
+            other => Err(Error::Storage(format!(
+                "unexpected answer to AllocateProducerIds: {other:?}"
+            ))),
+        }
+    }
+
     pub async fn delete_topic(&self, name: &str) -> Result<()> {
         self.ask(BrokerRequest::DeleteTopic {
             name: name.to_string(),
