@@ -22,7 +22,7 @@ pub mod offsets;
 pub mod transactions;
 pub mod txn_coordinator;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -81,6 +81,9 @@ pub trait GroupLog: Send + Sync + 'static {
     /// The leader epoch of `id`'s partition while this broker coordinates it: the
     /// coordinator epoch transaction markers carry.
     fn epoch(&self, id: &str) -> Option<i32>;
+
+    /// The partition of the internal topic `id` lives in, once the topic is known.
+    fn partition_of(&self, id: &str) -> Option<i32>;
 }
 
 /// A coordinator whose state lives in an internal topic, as the replication layer drives
@@ -147,6 +150,9 @@ struct Inner {
     /// nothing left in it; a refused first commit makes one too, so the group is known
     /// (empty) until that sweep, as it was when a classic group held the offsets.
     offsets: HashMap<String, GroupOffsets>,
+    /// Offsets transactions committed (TxnOffsetCommit), per group and producer id, pending
+    /// until the transaction's marker commits or drops them (KIP-98/447).
+    pending: HashMap<(String, i64), BTreeMap<(String, i32), Committed>>,
     joins: HashMap<(String, String), oneshot::Sender<JoinResult>>,
     syncs: HashMap<(String, String), oneshot::Sender<SyncResult>>,
 }
@@ -256,6 +262,7 @@ impl Coordinator {
         inner.groups.extend(loaded.groups);
         inner.consumers.extend(loaded.consumers);
         inner.offsets.extend(loaded.offsets);
+        inner.pending.extend(loaded.pending);
         drop(inner);
         self.wake.notify_one();
         Ok(n)
@@ -268,6 +275,7 @@ impl Coordinator {
         inner.groups.retain(|id, _| !gone(id));
         inner.consumers.retain(|id, _| !gone(id));
         inner.offsets.retain(|id, _| !gone(id));
+        inner.pending.retain(|(id, _), _| !gone(id));
         inner.joins.retain(|(id, _), _| !gone(id));
         inner.syncs.retain(|(id, _), _| !gone(id));
     }
@@ -447,6 +455,118 @@ impl Coordinator {
             o.commit(&topic, partition, c);
         }
         Ok(self.settle(inner, group_id))
+    }
+
+    /// TxnOffsetCommit: offsets of `producer_id`'s ongoing transaction, pending until its
+    /// marker. A named member (v3+) is checked as for OffsetCommit; a transactional
+    /// producer outside any group commits with generation -1 and no member.
+    pub async fn txn_commit(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        member: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        offsets: Vec<(String, i32, Committed)>,
+    ) -> std::result::Result<(), ResponseError> {
+        self.route(group_id)?;
+        let written = {
+            let mut inner = self.lock();
+            if !member.is_empty() || generation >= 0 {
+                let inner = &*inner;
+                match (inner.consumers.get(group_id), inner.groups.get(group_id)) {
+                    (Some(c), _) if !c.is_empty() => c.check_commit(member, generation)?,
+                    (_, Some(g)) => g.check_commit(member, instance_id, generation)?,
+                    _ => return Err(ResponseError::IllegalGeneration),
+                }
+            }
+            let pending = inner
+                .pending
+                .entry((group_id.to_string(), producer_id))
+                .or_default();
+            let mut changes = Vec::with_capacity(offsets.len());
+            for (topic, partition, c) in offsets {
+                changes.push(GroupChange {
+                    cf: GroupCf::TxnOffsets,
+                    key: txn_offset_key(group_id, &topic, partition, producer_id),
+                    value: Some(encode_committed(&c)),
+                });
+                pending.insert((topic, partition), c);
+            }
+            self.write(group_id, changes)
+        };
+        match written.wait().await {
+            true => Ok(()),
+            false => Err(ResponseError::CoordinatorNotAvailable),
+        }
+    }
+
+    /// A transaction marker for `producer_id` reached `__consumer_offsets` partition
+    /// `partition`: its pending offsets in the groups of that partition become committed
+    /// (`commit`) or are dropped.
+    pub async fn complete_txn_offsets(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        commit: bool,
+    ) -> Result<()> {
+        let log = self.log.get().cloned();
+        let in_partition = |group: &str| {
+            log.as_ref()
+                .is_none_or(|l| l.partition_of(group) == Some(partition))
+        };
+        let writes: Vec<Written> = {
+            let mut inner = self.lock();
+            let inner = &mut *inner;
+            let groups: Vec<String> = inner
+                .pending
+                .keys()
+                .filter(|(g, pid)| *pid == producer_id && in_partition(g))
+                .map(|(g, _)| g.clone())
+                .collect();
+            let mut writes = Vec::with_capacity(groups.len());
+            for group in groups {
+                let Some(offsets) = inner.pending.remove(&(group.clone(), producer_id)) else {
+                    continue;
+                };
+                let mut changes: Vec<GroupChange> = offsets
+                    .keys()
+                    .map(|(t, p)| GroupChange {
+                        cf: GroupCf::TxnOffsets,
+                        key: txn_offset_key(&group, t, *p, producer_id),
+                        value: None,
+                    })
+                    .collect();
+                if commit {
+                    let o = inner
+                        .offsets
+                        .entry(group.clone())
+                        .or_insert_with(|| GroupOffsets::new(Instant::now()));
+                    for ((t, p), c) in offsets {
+                        o.commit(&t, p, c);
+                    }
+                    changes.extend(self.settle_changes(inner, &group));
+                }
+                writes.push(self.write(&group, changes));
+            }
+            writes
+        };
+        for w in writes {
+            if !w.wait().await {
+                return Err(Error::NotEnoughReplicas { isr: 0, min: 1 });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a transaction holds an offset of `group_id` for the partition pending
+    /// (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT then).
+    pub fn has_pending(&self, group_id: &str, topic: &str, partition: i32) -> bool {
+        let key = (topic.to_string(), partition);
+        self.lock()
+            .pending
+            .iter()
+            .any(|((g, _), offsets)| g == group_id && offsets.contains_key(&key))
     }
 
     /// The committed offsets of a group: all of them, or those of `wanted` topics and
@@ -958,6 +1078,21 @@ fn read_groups(
             .or_insert_with(|| GroupOffsets::new(now))
             .restore(topic, partition, committed);
     }
+    let mut pending: HashMap<(String, i64), BTreeMap<(String, i32), Committed>> = HashMap::new();
+    for (key, value) in store.load_groups(GroupCf::TxnOffsets)? {
+        let (group, topic, partition, pid) = decode_txn_offset_key(&key)
+            .ok_or_else(|| Error::Storage("malformed transactional offset key".into()))?;
+        if !wanted(&group) {
+            continue;
+        }
+        let committed = decode_committed(&value).ok_or_else(|| {
+            Error::Storage(format!("malformed transactional offset of group {group}"))
+        })?;
+        pending
+            .entry((group, pid))
+            .or_default()
+            .insert((topic, partition), committed);
+    }
     let mut records: HashMap<String, (Option<consumer::GroupRecord>, Vec<_>)> = HashMap::new();
     for (key, value) in store.load_groups(GroupCf::Consumers)? {
         let (group, member) = decode_consumer_key(&key)
@@ -985,6 +1120,7 @@ fn read_groups(
         groups,
         consumers,
         offsets,
+        pending,
         ..Default::default()
     })
 }
@@ -1058,6 +1194,24 @@ fn offset_key(group: &str, topic: &str, partition: i32) -> Vec<u8> {
     }
     k.extend_from_slice(&partition.to_be_bytes());
     k
+}
+
+/// TxnOffsets CF key: the offset key, then the producer id (i64 BE).
+fn txn_offset_key(group: &str, topic: &str, partition: i32, producer_id: i64) -> Vec<u8> {
+    let mut k = offset_key(group, topic, partition);
+    k.extend_from_slice(&producer_id.to_be_bytes());
+    k
+}
+
+fn decode_txn_offset_key(k: &[u8]) -> Option<(String, String, i32, i64)> {
+    let split = k.len().checked_sub(8)?;
+    let (group, topic, partition) = decode_offset_key(&k[..split])?;
+    Some((
+        group,
+        topic,
+        partition,
+        i64::from_be_bytes(k[split..].try_into().ok()?),
+    ))
 }
 
 fn decode_offset_key(k: &[u8]) -> Option<(String, String, i32)> {
@@ -1295,6 +1449,9 @@ mod tests {
         fn epoch(&self, _group: &str) -> Option<i32> {
             Some(0)
         }
+        fn partition_of(&self, _group: &str) -> Option<i32> {
+            Some(0)
+        }
         fn submit(&self, _group: &str, changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {
             let (tx, rx) = oneshot::channel();
             let ok = self.accept.load(std::sync::atomic::Ordering::SeqCst);
@@ -1320,6 +1477,9 @@ mod tests {
         }
 
         fn epoch(&self, _group: &str) -> Option<i32> {
+            None
+        }
+        fn partition_of(&self, _group: &str) -> Option<i32> {
             None
         }
         fn submit(&self, _group: &str, _changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {

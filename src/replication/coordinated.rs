@@ -374,6 +374,10 @@ impl GroupLog for CoordinatorPartitions {
         }
     }
 
+    fn partition_of(&self, id: &str) -> Option<i32> {
+        self.count().map(|n| partition_for(id, n))
+    }
+
     fn epoch(&self, id: &str) -> Option<i32> {
         let n = self.count()?;
         match lock(&self.slots).get(&partition_for(id, n)) {
@@ -423,6 +427,7 @@ fn cf_tag(cf: GroupCf) -> u8 {
         GroupCf::Offsets => 1,
         GroupCf::Consumers => 2,
         GroupCf::Transactions => 3,
+        GroupCf::TxnOffsets => 4,
     }
 }
 
@@ -475,6 +480,7 @@ fn decode_change(r: &Record) -> Option<GroupChange> {
         1 => GroupCf::Offsets,
         2 => GroupCf::Consumers,
         3 => GroupCf::Transactions,
+        4 => GroupCf::TxnOffsets,
         _ => return None,
     };
     Some(GroupChange {

@@ -208,6 +208,9 @@ pub enum GroupCf {
     Consumers,
     /// transactional id -> the transaction coordinator's metadata (`transactions` CF)
     Transactions,
+    /// group + topic + partition + producer id -> an offset a transaction committed,
+    /// pending until its marker (`txn_offsets` CF)
+    TxnOffsets,
 }
 
 /// One put (`Some`) or delete (`None`) of the group coordinator's state.

@@ -10,6 +10,7 @@
 //! | `offsets`   | group + topic + partition (coordinator's encoding) | committed offset |
 //! | `consumer_groups` | KIP-848 group / group + member (coordinator's encoding) | epochs, assignments |
 //! | `transactions` | transactional id                 | the transaction coordinator's metadata |
+//! | `txn_offsets` | group + topic + partition + producer id | an offset pending in a transaction |
 //!
 //! The `log` CF stores batches as blob files (key/value separation), so compaction moves
 //! only small keys around however many partitions interleave. The WAL stays on: a written
@@ -38,6 +39,7 @@ const CF_OFFSETS: &str = "offsets";
 const CF_GROUPS: &str = "groups";
 const CF_CONSUMERS: &str = "consumer_groups";
 const CF_TRANSACTIONS: &str = "transactions";
+const CF_TXN_OFFSETS: &str = "txn_offsets";
 
 pub struct RocksStore {
     db: Arc<DB>,
@@ -95,6 +97,7 @@ impl RocksStore {
             ColumnFamilyDescriptor::new(CF_GROUPS, small()),
             ColumnFamilyDescriptor::new(CF_CONSUMERS, small()),
             ColumnFamilyDescriptor::new(CF_TRANSACTIONS, small()),
+            ColumnFamilyDescriptor::new(CF_TXN_OFFSETS, small()),
         ];
         let db = DB::open_cf_descriptors(&db_opts, dir, cfs).map_err(storage_err)?;
         Ok(RocksStore { db: Arc::new(db) })
@@ -461,6 +464,7 @@ impl RocksStore {
             GroupCf::Offsets => CF_OFFSETS,
             GroupCf::Consumers => CF_CONSUMERS,
             GroupCf::Transactions => CF_TRANSACTIONS,
+            GroupCf::TxnOffsets => CF_TXN_OFFSETS,
         })
     }
 }
