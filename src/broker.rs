@@ -15,10 +15,11 @@ use crate::config::{Config, Listener};
 use crate::controller::metadata::{Record, NO_LEADER};
 use crate::controller::service::{ControllerNode, Seed};
 use crate::coordinator::group::GroupLimits;
+use crate::coordinator::txn_coordinator::{ProducerIds, TxnConfig, TxnCoordinator};
 use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::replication::{Cluster, Node};
+use crate::replication::{Cluster, CoordinatorKind, Node};
 use crate::shutdown;
 use crate::storage::rocks::RocksStore;
 use crate::storage::{GroupStore, MetaStore};
@@ -36,6 +37,9 @@ pub struct Broker {
     pub config: Arc<Config>,
     pub catalog: Arc<Catalog>,
     pub groups: Arc<Coordinator>,
+    /// The transaction coordinator (of the transactional ids whose `__transaction_state`
+    /// partition this broker leads).
+    pub txns: Arc<TxnCoordinator>,
     pub metrics: Arc<Metrics>,
     /// The id this node minted on its first start: the cluster's id when this node's voter
     /// starts the metadata log (see [`Broker::cluster_id`]).
@@ -115,7 +119,17 @@ impl Broker {
             },
         )?);
         let (shutdown, _) = watch::channel(false);
-        Ok(Arc::new(Broker {
+        let txn_config = TxnConfig {
+            timeout_max_ms: config.cluster.transaction_max_timeout_ms,
+            abort_check_interval: ms(config.cluster.transaction_abort_interval_ms),
+        };
+        let txn_store = groups.store().clone();
+        Ok(Arc::new_cyclic(|me| Broker {
+            txns: Arc::new(TxnCoordinator::new(
+                txn_store,
+                Arc::new(BrokerProducerIds(me.clone())),
+                txn_config,
+            )),
             config,
             catalog,
             groups,
@@ -144,6 +158,7 @@ impl Broker {
             config: self.config.clone(),
             catalog: self.catalog.clone(),
             groups: self.groups.clone(),
+            txns: self.txns.clone(),
             meta: self.meta.clone(),
             shutdown: self.shutdown_signal(),
         };
@@ -230,17 +245,87 @@ impl Broker {
             .unwrap_or(self.node_id())
     }
 
-    /// The broker that coordinates `group`, as (id, host, port) for a client on `listener`:
-    /// the leader of the group's `__consumer_offsets` partition.
-    pub async fn group_coordinator(
+    /// The broker that coordinates `id`, as (id, host, port) for a client on `listener`:
+    /// the leader of the id's `__consumer_offsets` (groups) or `__transaction_state`
+    /// (transactional ids) partition.
+    pub async fn coordinator(
         &self,
-        group: &str,
+        kind: CoordinatorKind,
+        id: &str,
         listener: &str,
     ) -> std::result::Result<(i32, String, u16), kafka_protocol::ResponseError> {
         match self.cluster() {
-            Some(c) => c.group_coordinator(group, listener).await,
+            Some(c) => c.coordinator(kind, id, listener).await,
             None => Err(kafka_protocol::ResponseError::CoordinatorNotAvailable),
         }
+    }
+
+    /// The `__consumer_offsets` partition of `group` (AddOffsetsToTxn): by the topic's
+    /// partition count, or the count it will be created with (as Kafka computes it).
+    pub fn offsets_partition(&self, group: &str) -> i32 {
+        let n = match self.catalog.get(crate::topics::OFFSETS_TOPIC) {
+            Some(t) => t.partitions.len(),
+            None => self.config.cluster.offsets_topic_num_partitions.max(1) as usize,
+        };
+        crate::coordinator::partition_for(group, n)
+    }
+
+    /// KIP-890 verification for a transactional batch: asks the transaction coordinator of
+    /// `id` (this broker's, or another's with AddPartitionsToTxn v4 VerifyOnly) whether the
+    /// partition is in the producer's ongoing transaction.
+    pub async fn verify_txn(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        topic: &str,
+        index: i32,
+    ) -> std::result::Result<(), kafka_protocol::ResponseError> {
+        use kafka_protocol::ResponseError;
+        let partition = (topic.to_string(), index);
+        match self.txns.verify(id, producer_id, epoch, &partition) {
+            Err(ResponseError::NotCoordinator) => {}
+            local => return local,
+        }
+        let cluster = self
+            .quorum()
+            .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+        let listener = self.config.inter_broker_listener();
+        let (_, host, port) = cluster
+            .coordinator(CoordinatorKind::Transaction, id, listener)
+            .await?;
+        crate::replication::verify_remote(
+            &format!("{host}:{port}"),
+            id,
+            producer_id,
+            epoch,
+            topic,
+            index,
+        )
+        .await
+    }
+
+    /// WriteTxnMarkers on the leader: writes one marker and waits for the ISR.
+    pub async fn write_marker(
+        &self,
+        topic: &str,
+        index: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+    ) -> Result<()> {
+        let cluster = self.quorum()?;
+        crate::replication::markers::write_local(
+            cluster.node(),
+            topic,
+            index,
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+        )
+        .await
     }
 
     /// A partition this broker leads, or UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER.
@@ -353,5 +438,19 @@ impl Broker {
                 }
             }
         }
+    }
+}
+
+/// The transaction coordinator's producer ids: the broker's, from the controller's blocks.
+struct BrokerProducerIds(std::sync::Weak<Broker>);
+
+impl ProducerIds for BrokerProducerIds {
+    fn next(&self) -> futures_util::future::BoxFuture<'_, Result<i64>> {
+        Box::pin(async move {
+            match self.0.upgrade() {
+                Some(b) => b.next_producer_id().await,
+                None => Err(Error::ControllerUnavailable),
+            }
+        })
     }
 }

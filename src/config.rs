@@ -77,6 +77,14 @@ pub struct ClusterConfig {
     pub offsets_topic_replication_factor: i16,
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` when created.
     pub offsets_topic_num_partitions: i32,
+    /// `transaction.state.log.*`: `__transaction_state` when created.
+    pub txn_topic_replication_factor: i16,
+    pub txn_topic_min_isr: i32,
+    pub txn_topic_num_partitions: i32,
+    /// `transaction.max.timeout.ms`
+    pub transaction_max_timeout_ms: i32,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`
+    pub transaction_abort_interval_ms: u64,
     pub unclean_leader_election_enable: bool,
     /// `auto.leader.rebalance.enable`, `leader.imbalance.check.interval.seconds`,
     /// `leader.imbalance.per.broker.percentage`: the controller moves leadership back to

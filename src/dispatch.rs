@@ -102,6 +102,14 @@ apis! {
     DeleteTopics: 1..=6 => always handlers::topics::delete,
     DeleteRecords: 0..=2 => always handlers::delete_records::handle,
     InitProducerId: 0..=5 => always handlers::init_producer_id::handle,
+    // v4+ are the brokers' batched form (KIP-890 verification).
+    AddPartitionsToTxn: 0..=5 => always handlers::transactions::add_partitions,
+    AddOffsetsToTxn: 0..=4 => always handlers::transactions::add_offsets,
+    // v5 (and TxnOffsetCommit v5, Produce v12 for transactions) is transaction version 2,
+    // which ApiVersions does not finalize yet: clients use version 1.
+    EndTxn: 0..=4 => always handlers::transactions::end_txn,
+    WriteTxnMarkers: 1..=1 => always handlers::transactions::write_txn_markers,
+    TxnOffsetCommit: 0..=4 => always handlers::transactions::txn_offset_commit,
     OffsetForLeaderEpoch: 2..=4 => always handlers::offset_for_leader_epoch::handle,
     DescribeConfigs: 1..=4 => always handlers::configs::describe,
     AlterConfigs: 0..=2 => always handlers::configs::alter,
@@ -115,6 +123,10 @@ apis! {
     OffsetDelete: 0..=0 => always handlers::offsets::delete,
     DescribeCluster: 0..=2 => always handlers::describe_cluster::handle,
     DescribeQuorum: 0..=2 => always handlers::describe_quorum::handle,
+    DescribeProducers: 0..=0 => always handlers::transactions::describe_producers,
+    DescribeTransactions: 0..=0 => always handlers::transactions::describe_transactions,
+    // v2's transactional id pattern is not served yet.
+    ListTransactions: 0..=1 => always handlers::transactions::list_transactions,
     ConsumerGroupHeartbeat: 0..=1 => always handlers::consumer_groups::heartbeat,
     ConsumerGroupDescribe: 0..=1 => always handlers::consumer_groups::describe,
     DescribeTopicPartitions: 0..=0 => always handlers::describe_topic_partitions::handle,

@@ -48,6 +48,9 @@ pub enum Error {
     TransactionCoordinatorFenced { got: i32, current: i32 },
     #[error("invalid transaction state: {0}")]
     InvalidTxnState(String),
+    /// What the transaction coordinator answered, as the leader passes it on.
+    #[error("transaction check failed: {0:?}")]
+    Transaction(ResponseError),
     #[error("leader epoch {got} is older than the current leader epoch {current}")]
     FencedLeaderEpoch { got: i32, current: i32 },
     #[error("leader epoch {got} is newer than the current leader epoch {current}")]
@@ -58,8 +61,6 @@ pub enum Error {
     UnsupportedCompressionType(u8),
     #[error("fetch session {0} not found")]
     FetchSessionIdNotFound(i32),
-    #[error("transactions are not supported")]
-    TransactionsUnsupported,
     #[error("this broker is not the leader of the partition")]
     NotLeaderOrFollower,
     #[error("in-sync replicas {isr} fell below min.insync.replicas {min} after the append")]
@@ -102,12 +103,12 @@ impl Error {
                 ResponseError::TransactionCoordinatorFenced
             }
             Error::InvalidTxnState(_) => ResponseError::InvalidTxnState,
+            Error::Transaction(e) => *e,
             Error::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
             Error::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
             Error::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
             Error::UnsupportedCompressionType(_) => ResponseError::UnsupportedCompressionType,
             Error::FetchSessionIdNotFound(_) => ResponseError::FetchSessionIdNotFound,
-            Error::TransactionsUnsupported => ResponseError::UnsupportedVersion,
             Error::NotLeaderOrFollower => ResponseError::NotLeaderOrFollower,
             Error::NotEnoughReplicasAfterAppend { .. } => {
                 ResponseError::NotEnoughReplicasAfterAppend

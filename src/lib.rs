@@ -12,15 +12,17 @@
 //! - [`dispatch`]: the one table of APIs and versions; ApiVersions is answered from it.
 //! - [`handlers`]: one small module per API family: check, delegate, respond; and the
 //!   [`handlers::RequestContext`] they all take.
-//! - [`broker`]: the services handlers call: config, catalog, group coordinator, cluster,
-//!   producer ids.
+//! - [`broker`]: the services handlers call: config, catalog, group and transaction
+//!   coordinators, cluster, producer ids.
 //! - [`replication`]: a broker in a cluster: registration, heartbeats, following the
-//!   metadata image, follower fetchers, HW and ISR on the leader. It works on a
-//!   [`replication::Node`] of narrow handles, never on the broker.
+//!   metadata image, follower fetchers, HW and ISR on the leader, the coordinators'
+//!   internal topics, transaction markers to leaders. It works on a [`replication::Node`]
+//!   of narrow handles, never on the broker.
 //! - [`topics`] (the catalog: names, stable ids, partitions, config overrides), [`placement`]
 //!   (a partition's leader, ISR, epochs and followers' progress) and [`topic_config`].
-//! - [`coordinator`]: consumer groups (classic and KIP-848), each a pure state machine, and
-//!   committed offsets. [`log`]: a partition's log: offsets, leader epochs, idempotence,
+//! - [`coordinator`]: consumer groups (classic and KIP-848), committed offsets and
+//!   transactions, each a pure state machine with an async shell. [`log`]: a partition's
+//!   log: offsets, leader epochs, idempotence, transactions (markers, LSO, aborted index),
 //!   HW/LEO, retention.
 //! - [`controller`]: the cluster metadata state machine (records, image, decisions), the
 //!   Raft quorum that orders it, and the RPCs brokers send it.

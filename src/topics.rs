@@ -23,6 +23,8 @@ use crate::topic_config::Effective;
 
 /// The internal topic holding consumer groups and their committed offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// The transaction coordinator's internal topic.
+pub const TXN_TOPIC: &str = "__transaction_state";
 
 const TOPIC_PREFIX: &[u8] = b"topic/";
 const NEXT_PARTITION_KEY: &[u8] = b"next_partition_id";
@@ -77,9 +79,10 @@ pub struct Topic {
 }
 
 impl Topic {
-    /// Kafka's internal topics (here `__consumer_offsets`): written only by the broker.
+    /// Kafka's internal topics (`__consumer_offsets`, `__transaction_state`): written only
+    /// by the broker.
     pub fn is_internal(&self) -> bool {
-        self.name == OFFSETS_TOPIC
+        self.name == OFFSETS_TOPIC || self.name == TXN_TOPIC
     }
 
     pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {

@@ -351,13 +351,13 @@ fn bad_group_requests_get_kafka_errors_and_hurt_nobody() {
         &DeleteGroupsRequest::default().with_groups_names(vec![gid("ok")]),
     );
     assert_eq!(r.results[0].error_code, ResponseError::NonEmptyGroup.code());
-    // FindCoordinator for transactions says clearly that they are not served
+    // FindCoordinator for a key type Kafka does not have is refused clearly
     let r: FindCoordinatorResponse = c.send(
         ApiKey::FindCoordinator,
         3,
         &FindCoordinatorRequest::default()
             .with_key(s("tx"))
-            .with_key_type(1),
+            .with_key_type(7),
     );
     assert_eq!(r.error_code, ResponseError::InvalidRequest.code());
 

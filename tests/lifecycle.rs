@@ -132,8 +132,11 @@ fn kill_9_loses_nothing_acknowledged() {
     let mut b = Broker::start();
     let mut c = b.client();
     c.create_topic("crash", 1, &[]);
-    let r: InitProducerIdResponse =
-        c.send(ApiKey::InitProducerId, 4, &InitProducerIdRequest::default());
+    let r: InitProducerIdResponse = c.send(
+        ApiKey::InitProducerId,
+        4,
+        &InitProducerIdRequest::default().with_transactional_id(None),
+    );
     let pid = r.producer_id.0;
     let mut acked = 0;
     for i in 0..50 {
@@ -162,8 +165,11 @@ fn kill_9_loses_nothing_acknowledged() {
     // and producer ids are never handed out twice.
     let last = batch_with(&["m49"], pid, 0, 49, 1);
     assert_eq!(c.produce("crash", 0, last, -1), (0, 49));
-    let r: InitProducerIdResponse =
-        c.send(ApiKey::InitProducerId, 4, &InitProducerIdRequest::default());
+    let r: InitProducerIdResponse = c.send(
+        ApiKey::InitProducerId,
+        4,
+        &InitProducerIdRequest::default().with_transactional_id(None),
+    );
     assert!(r.producer_id.0 > pid);
 }
 

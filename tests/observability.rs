@@ -1323,8 +1323,11 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
     for addr in &external {
         let mut c = Client::connect(addr.parse().unwrap());
         for _ in 0..3 {
-            let r: InitProducerIdResponse =
-                c.send(ApiKey::InitProducerId, 4, &InitProducerIdRequest::default());
+            let r: InitProducerIdResponse = c.send(
+                ApiKey::InitProducerId,
+                4,
+                &InitProducerIdRequest::default().with_transactional_id(None),
+            );
             assert_eq!(r.error_code, 0, "InitProducerId on {addr}");
             assert!(
                 producer_ids.insert(r.producer_id.0),

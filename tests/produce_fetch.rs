@@ -84,12 +84,17 @@ fn idempotent_producer_dedupes_and_checks_sequences() {
     let r: InitProducerIdResponse = c.send(
         ApiKey::InitProducerId,
         4,
-        &InitProducerIdRequest::default().with_transaction_timeout_ms(60000),
+        &InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(60000),
     );
     assert_eq!(r.error_code, 0);
     let pid = r.producer_id.0;
-    let r2: InitProducerIdResponse =
-        c.send(ApiKey::InitProducerId, 4, &InitProducerIdRequest::default());
+    let r2: InitProducerIdResponse = c.send(
+        ApiKey::InitProducerId,
+        4,
+        &InitProducerIdRequest::default().with_transactional_id(None),
+    );
     assert_ne!(r2.producer_id.0, pid, "each producer gets its own id");
 
     let first = batch_with(&["a", "b"], pid, 0, 0, 1);

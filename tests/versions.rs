@@ -148,7 +148,9 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
             assert_eq!(r.topics[0].partitions[0].error_code, 0, "{at}");
         }
         ApiKey::InitProducerId => {
-            let req = InitProducerIdRequest::default().with_transaction_timeout_ms(60_000);
+            let req = InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(60_000);
             let r: InitProducerIdResponse = c.send(api, v, &req);
             assert_eq!(r.error_code, 0, "{at}");
             assert!(r.producer_id.0 >= 0, "{at}");
@@ -489,10 +491,225 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
                 "{at}: a classic group is not a consumer group"
             );
         }
+        ApiKey::AddPartitionsToTxn => {
+            let id = format!("apt-v{v}");
+            let (pid, epoch) = txn_init(c, &id);
+            let topics = vec![
+                add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![0]),
+            ];
+            let codes = |r: &AddPartitionsToTxnResponse| -> Vec<i16> {
+                r.results_by_topic_v3_and_below
+                    .iter()
+                    .chain(
+                        r.results_by_transaction
+                            .iter()
+                            .flat_map(|t| &t.topic_results),
+                    )
+                    .flat_map(|t| &t.results_by_partition)
+                    .map(|p| p.partition_error_code)
+                    .collect()
+            };
+            if v <= 3 {
+                let req = AddPartitionsToTxnRequest::default()
+                    .with_v3_and_below_transactional_id(tid(&id))
+                    .with_v3_and_below_producer_id(pid.into())
+                    .with_v3_and_below_producer_epoch(epoch)
+                    .with_v3_and_below_topics(topics);
+                let r: AddPartitionsToTxnResponse = c.send(api, v, &req);
+                assert_eq!(codes(&r), vec![0], "{at}");
+            } else {
+                // The brokers' form: add, then verify (KIP-890).
+                txn_add(c, &id, pid, epoch);
+                let req = AddPartitionsToTxnRequest::default().with_transactions(vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+                        .with_transactional_id(tid(&id))
+                        .with_producer_id(pid.into())
+                        .with_producer_epoch(epoch)
+                        .with_verify_only(true)
+                        .with_topics(topics),
+                ]);
+                let r: AddPartitionsToTxnResponse = c.send(api, v, &req);
+                assert_eq!((r.error_code, codes(&r)), (0, vec![0]), "{at}");
+            }
+        }
+        ApiKey::AddOffsetsToTxn => {
+            let id = format!("aot-v{v}");
+            let (pid, epoch) = txn_init(c, &id);
+            let r: AddOffsetsToTxnResponse = c.send(
+                api,
+                v,
+                &AddOffsetsToTxnRequest::default()
+                    .with_transactional_id(tid(&id))
+                    .with_producer_id(pid.into())
+                    .with_producer_epoch(epoch)
+                    .with_group_id(GroupId(s("g"))),
+            );
+            assert_eq!(r.error_code, 0, "{at}");
+        }
+        ApiKey::EndTxn => {
+            let id = format!("end-v{v}");
+            let (pid, epoch) = txn_init(c, &id);
+            txn_add(c, &id, pid, epoch);
+            let r: EndTxnResponse = c.send(
+                api,
+                v,
+                &EndTxnRequest::default()
+                    .with_transactional_id(tid(&id))
+                    .with_producer_id(pid.into())
+                    .with_producer_epoch(epoch)
+                    .with_committed(true),
+            );
+            assert_eq!(r.error_code, 0, "{at}");
+        }
+        ApiKey::WriteTxnMarkers => {
+            // A marker for a producer with nothing open is still written, as Kafka does.
+            let r: WriteTxnMarkersResponse = c.send(
+                api,
+                v,
+                &WriteTxnMarkersRequest::default().with_markers(vec![
+                    write_txn_markers_request::WritableTxnMarker::default()
+                        .with_producer_id(123_456.into())
+                        .with_producer_epoch(0)
+                        .with_transaction_result(false)
+                        .with_coordinator_epoch(0)
+                        .with_topics(vec![
+                            write_txn_markers_request::WritableTxnMarkerTopic::default()
+                                .with_name(name("t"))
+                                .with_partition_indexes(vec![0]),
+                        ]),
+                ]),
+            );
+            assert_eq!(r.markers[0].topics[0].partitions[0].error_code, 0, "{at}");
+        }
+        ApiKey::TxnOffsetCommit => {
+            let id = format!("toc-v{v}");
+            let (pid, epoch) = txn_init(c, &id);
+            let r: TxnOffsetCommitResponse = c.send(
+                api,
+                v,
+                &TxnOffsetCommitRequest::default()
+                    .with_transactional_id(tid(&id))
+                    .with_group_id(GroupId(s("g")))
+                    .with_producer_id(pid.into())
+                    .with_producer_epoch(epoch)
+                    .with_generation_id(-1)
+                    .with_topics(vec![
+                        txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                            .with_name(name("t"))
+                            .with_partitions(vec![
+                                txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                                    .with_partition_index(0)
+                                    .with_committed_offset(1),
+                            ]),
+                    ]),
+            );
+            assert_eq!(r.topics[0].partitions[0].error_code, 0, "{at}");
+        }
+        ApiKey::DescribeProducers => {
+            let r: DescribeProducersResponse = c.send(
+                api,
+                v,
+                &DescribeProducersRequest::default().with_topics(vec![
+                    describe_producers_request::TopicRequest::default()
+                        .with_name(name("t"))
+                        .with_partition_indexes(vec![0]),
+                ]),
+            );
+            assert_eq!(r.topics[0].partitions[0].error_code, 0, "{at}");
+        }
+        ApiKey::DescribeTransactions => {
+            txn_init(c, "described");
+            let r: DescribeTransactionsResponse = c.send(
+                api,
+                v,
+                &DescribeTransactionsRequest::default()
+                    .with_transactional_ids(vec![tid("described")]),
+            );
+            let st = &r.transaction_states[0];
+            assert_eq!(
+                (st.error_code, st.transaction_state.as_str()),
+                (0, "Empty"),
+                "{at}"
+            );
+        }
+        ApiKey::ListTransactions => {
+            txn_init(c, "listed");
+            let r: ListTransactionsResponse = c.send(
+                api,
+                v,
+                &ListTransactionsRequest::default().with_duration_filter(-1),
+            );
+            assert_eq!(r.error_code, 0, "{at}");
+            assert!(
+                r.transaction_states
+                    .iter()
+                    .any(|t| t.transactional_id.as_str() == "listed"),
+                "{at}"
+            );
+        }
         other => {
             panic!("{other:?} is advertised but tests/versions.rs has no request for it: add one")
         }
     }
+}
+
+fn tid(v: &str) -> TransactionalId {
+    TransactionalId(s(v))
+}
+
+/// A transactional producer's InitProducerId for `id`, once the transaction coordinator
+/// is up (its first use creates `__transaction_state`): (producer id, epoch).
+fn txn_init(c: &mut Client, id: &str) -> (i64, i16) {
+    for _ in 0..300 {
+        let r: InitProducerIdResponse = c.send(
+            ApiKey::InitProducerId,
+            4,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(tid(id)))
+                .with_transaction_timeout_ms(60_000),
+        );
+        let retriable = [
+            ResponseError::CoordinatorLoadInProgress.code(),
+            ResponseError::NotCoordinator.code(),
+            ResponseError::CoordinatorNotAvailable.code(),
+            ResponseError::ConcurrentTransactions.code(),
+        ];
+        if !retriable.contains(&r.error_code) {
+            assert_eq!(r.error_code, 0, "InitProducerId for {id}");
+            return (r.producer_id.0, r.producer_epoch);
+        }
+        // The first FindCoordinator for a transactional id creates the topic.
+        let _: FindCoordinatorResponse = c.send(
+            ApiKey::FindCoordinator,
+            4,
+            &FindCoordinatorRequest::default()
+                .with_key_type(1)
+                .with_coordinator_keys(vec![s(id)]),
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("no transaction coordinator for {id}");
+}
+
+/// Adds partition t-0 to `id`'s transaction (AddPartitionsToTxn v3).
+fn txn_add(c: &mut Client, id: &str, pid: i64, epoch: i16) {
+    let r: AddPartitionsToTxnResponse = c.send(
+        ApiKey::AddPartitionsToTxn,
+        3,
+        &AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(tid(id))
+            .with_v3_and_below_producer_id(pid.into())
+            .with_v3_and_below_producer_epoch(epoch)
+            .with_v3_and_below_topics(vec![
+                add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![0]),
+            ]),
+    );
+    let code = r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code;
+    assert_eq!(code, 0, "AddPartitionsToTxn for {id}");
 }
 
 /// A KIP-848 join of topic "t".

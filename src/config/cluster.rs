@@ -63,7 +63,15 @@ pub(super) fn parse(
     listeners: &Listeners,
 ) -> Result<ClusterConfig, ConfigError> {
     let voters = voters(p, node_id)?;
-    let offsets_topic_replication_factor = offsets_topic_replication_factor(p, &voters)?;
+    let offsets_topic_replication_factor =
+        replication_factor(p, "offsets.topic.replication.factor", &voters)?;
+    let txn_topic_replication_factor =
+        replication_factor(p, "transaction.state.log.replication.factor", &voters)?;
+    let txn_min_isr = p.int("transaction.state.log.min.isr")? as i32;
+    let txn_topic_min_isr = match p.get("transaction.state.log.min.isr") {
+        Some(_) => txn_min_isr,
+        None => txn_min_isr.min(txn_topic_replication_factor as i32),
+    };
     check_own_voter_port(p, node_id, &voters, &listeners.controller)?;
     let inter_broker_listener_name = inter_broker_listener_name(p, &listeners.client)?;
     let (broker_session_timeout_ms, broker_heartbeat_interval_ms) = broker_liveness(p)?;
@@ -76,6 +84,13 @@ pub(super) fn parse(
         controller_listeners: listeners.controller.clone(),
         offsets_topic_replication_factor,
         offsets_topic_num_partitions: p.int("offsets.topic.num.partitions")? as i32,
+        txn_topic_replication_factor,
+        txn_topic_min_isr,
+        txn_topic_num_partitions: p.int("transaction.state.log.num.partitions")? as i32,
+        transaction_max_timeout_ms: p.int("transaction.max.timeout.ms")? as i32,
+        transaction_abort_interval_ms: p
+            .int("transaction.abort.timed.out.transaction.cleanup.interval.ms")?
+            as u64,
         unclean_leader_election_enable: p.bool("unclean.leader.election.enable")?,
         auto_leader_rebalance: p
             .bool("auto.leader.rebalance.enable")?
@@ -87,11 +102,13 @@ pub(super) fn parse(
     })
 }
 
-/// `offsets.topic.replication.factor` as given; unset, Kafka's 3 capped at the size of the
-/// quorum, so a single node (a quorum of one) coordinates groups without being told to.
-fn offsets_topic_replication_factor(p: &Props<'_>, voters: &[Voter]) -> Result<i16, ConfigError> {
-    let rf = p.int("offsets.topic.replication.factor")? as i16;
-    Ok(match p.get("offsets.topic.replication.factor") {
+/// An internal topic's replication factor (`offsets.topic.replication.factor`,
+/// `transaction.state.log.replication.factor`) as given; unset, Kafka's 3 capped at the
+/// size of the quorum, so a single node (a quorum of one) coordinates groups and
+/// transactions without being told to.
+fn replication_factor(p: &Props<'_>, key: &str, voters: &[Voter]) -> Result<i16, ConfigError> {
+    let rf = p.int(key)? as i16;
+    Ok(match p.get(key) {
         Some(_) => rf,
         None => rf.min(voters.len().max(1) as i16),
     })

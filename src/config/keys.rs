@@ -331,7 +331,8 @@ pub static KEYS: &[Key] = &[
         ..int("offsets.topic.num.partitions", Kind::Int, 1, 10_000, "50")
     },
     Key {
-        doc: "Accepted for Kafka's stock config; Cairn has no transaction log yet.",
+        shown: Shown::Derived(|c| c.cluster.txn_topic_replication_factor.to_string()),
+        doc: "Replicas of __transaction_state when it is created; unset, 3 or the number of voters if fewer (1 on a single node).",
         ..int(
             "transaction.state.log.replication.factor",
             Kind::Short,
@@ -341,8 +342,27 @@ pub static KEYS: &[Key] = &[
         )
     },
     Key {
-        doc: "Accepted for Kafka's stock config; Cairn has no transaction log yet.",
+        shown: Shown::Derived(|c| c.cluster.txn_topic_min_isr.to_string()),
+        doc: "min.insync.replicas of __transaction_state when it is created; unset, 2 or its replication factor if smaller.",
         ..int("transaction.state.log.min.isr", Kind::Int, 1, INT_MAX, "2")
+    },
+    Key {
+        doc: "Partitions of __transaction_state when it is created.",
+        ..int("transaction.state.log.num.partitions", Kind::Int, 1, 10_000, "50")
+    },
+    Key {
+        doc: "The longest transaction timeout a producer may ask for; longer gets INVALID_TRANSACTION_TIMEOUT.",
+        ..int("transaction.max.timeout.ms", Kind::Int, 1, INT_MAX, "900000")
+    },
+    Key {
+        doc: "How often the transaction coordinator aborts transactions past their timeout.",
+        ..int(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            Kind::Int,
+            1,
+            INT_MAX,
+            "10000",
+        )
     },
     Key {
         doc: "The roles of this node; only combined mode (broker,controller) is supported.",

@@ -18,6 +18,7 @@ use super::RequestContext;
 use super::{broker_id, str_bytes, OPERATIONS_UNKNOWN};
 use crate::broker::Broker;
 use crate::coordinator::group::{GroupState, Join};
+use crate::replication::CoordinatorKind;
 
 /// Group operations with no authorizer: READ, DELETE, DESCRIBE.
 const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);
@@ -35,23 +36,22 @@ pub async fn find_coordinator(
     ctx: &RequestContext<'_>,
     req: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    // Transactions are not served yet: say so with a non-retriable error so a
-    // transactional producer fails at once, not after a timeout.
     let find = |key: String| async move {
-        match req.key_type {
-            0 => broker
-                .group_coordinator(&key, &ctx.conn.listener)
-                .await
-                .map_err(|e| (e, None)),
-            1 => Err((
-                ResponseError::InvalidRequest,
-                Some("transactions are not supported by this broker yet"),
-            )),
-            _ => Err((
-                ResponseError::InvalidRequest,
-                Some("unsupported coordinator key type"),
-            )),
-        }
+        let kind = match req.key_type {
+            0 => CoordinatorKind::Group,
+            1 => CoordinatorKind::Transaction,
+            // Share groups (2) are not served yet.
+            _ => {
+                return Err((
+                    ResponseError::InvalidRequest,
+                    Some("unsupported coordinator key type"),
+                ))
+            }
+        };
+        broker
+            .coordinator(kind, &key, &ctx.conn.listener)
+            .await
+            .map_err(|e| (e, None))
     };
     if ctx.version >= 4 {
         let mut coordinators = Vec::with_capacity(req.coordinator_keys.len());

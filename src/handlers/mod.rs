@@ -22,6 +22,7 @@ pub mod offsets;
 pub mod produce;
 pub mod reassignments;
 pub mod topics;
+pub mod transactions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

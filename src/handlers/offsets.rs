@@ -135,6 +135,13 @@ fn fetch_group(
     Ok(out)
 }
 
+fn unstable_code(unstable: bool) -> i16 {
+    match unstable {
+        true => ResponseError::UnstableOffsetCommit.code(),
+        false => 0,
+    }
+}
+
 /// (offset, leader epoch, metadata) as OffsetFetch answers them; -1 and "" when nothing
 /// is committed.
 fn fields(c: Option<Committed>) -> (i64, i32, String) {
@@ -159,6 +166,9 @@ pub async fn fetch(
             Ok(offsets) => offsets,
             Err(e) => return not_coordinator(ctx.version, e, req.topics),
         };
+        // KIP-447: with require_stable, an offset a transaction holds pending answers
+        // UNSTABLE_OFFSET_COMMIT (the consumer retries) instead of the older commit.
+        let stable = ctx.version >= 7 && req.require_stable;
         let topics = offsets
             .into_iter()
             .map(|(t, ps)| {
@@ -167,11 +177,14 @@ pub async fn fetch(
                     .with_partitions(
                         ps.into_iter()
                             .map(|(p, c)| {
-                                let (offset, epoch, metadata) = fields(c);
+                                let unstable =
+                                    stable && broker.groups.has_pending(&req.group_id, &t, p);
+                                let (offset, epoch, metadata) = fields(c.filter(|_| !unstable));
                                 let r = OffsetFetchResponsePartition::default()
                                     .with_partition_index(p)
                                     .with_committed_offset(offset)
-                                    .with_metadata(Some(str_bytes(metadata)));
+                                    .with_metadata(Some(str_bytes(metadata)))
+                                    .with_error_code(unstable_code(unstable));
                                 if ctx.version >= 5 {
                                     r.with_committed_leader_epoch(epoch)
                                 } else {
@@ -209,12 +222,15 @@ pub async fn fetch(
                         .with_partitions(
                             ps.into_iter()
                                 .map(|(p, c)| {
-                                    let (offset, epoch, metadata) = fields(c);
+                                    let unstable = req.require_stable
+                                        && broker.groups.has_pending(&g.group_id, &t, p);
+                                    let (offset, epoch, metadata) = fields(c.filter(|_| !unstable));
                                     OffsetFetchResponsePartitions::default()
                                         .with_partition_index(p)
                                         .with_committed_offset(offset)
                                         .with_committed_leader_epoch(epoch)
                                         .with_metadata(Some(str_bytes(metadata)))
+                                        .with_error_code(unstable_code(unstable))
                                 })
                                 .collect(),
                         )

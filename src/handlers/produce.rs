@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 use crate::broker::Broker;
@@ -24,7 +25,12 @@ pub async fn handle(
     let version = ctx.version;
     let acks = req.acks;
     let timeout = std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
-    let transactional = req.transactional_id.as_ref().is_some_and(|t| !t.is_empty());
+    let txn_id = req
+        .transactional_id
+        .as_ref()
+        .filter(|t| !t.is_empty())
+        .map(|t| t.to_string());
+    let txn_id = txn_id.as_deref();
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
         let name = match version >= 13 {
@@ -37,22 +43,18 @@ pub async fn handle(
         let results = join_all(topic.partition_data.into_iter().map(|p| {
             let name = name.as_deref();
             async move {
-                let result = if transactional {
-                    Err(Error::TransactionsUnsupported)
-                } else if !(-1..=1).contains(&acks) {
+                let result = if !(-1..=1).contains(&acks) {
                     Err(Error::InvalidRequest(format!(
                         "acks must be -1, 0 or 1, not {acks}"
                     )))
                 } else if let Some(name) = name {
-                    append(
-                        broker,
-                        name,
-                        p.index,
-                        p.records.unwrap_or_default(),
-                        acks,
-                        timeout,
-                    )
-                    .await
+                    let records = p.records.unwrap_or_default();
+                    match check_transactional(broker, txn_id, name, p.index, &records, version)
+                        .await
+                    {
+                        Ok(()) => append(broker, name, p.index, records, acks, timeout).await,
+                        Err(e) => Err(e),
+                    }
                 } else {
                     Err(Error::UnknownTopicId)
                 };
@@ -71,6 +73,60 @@ pub async fn handle(
         return None;
     }
     Some(ProduceResponse::default().with_responses(responses))
+}
+
+/// A transactional producer's batch: it must be transactional, and its producer must be in
+/// a transaction that includes this partition. When the partition has no transaction of
+/// the producer open, the transaction coordinator is asked (KIP-890 part 1), so a late
+/// write after the transaction ended cannot start a hanging one.
+async fn check_transactional(
+    broker: &Broker,
+    txn_id: Option<&str>,
+    topic: &str,
+    index: i32,
+    records: &bytes::Bytes,
+    version: i16,
+) -> Result<()> {
+    let Ok(h) = crate::log::batch::BatchHeader::parse(records) else {
+        // The append's validation answers a malformed batch.
+        return Ok(());
+    };
+    let id = match (txn_id, h.is_transactional()) {
+        (None, false) => return Ok(()),
+        (Some(id), true) => id,
+        (Some(_), false) => {
+            return Err(Error::InvalidRecord(
+                "a transactional producer's batch must be transactional".into(),
+            ))
+        }
+        (None, true) => {
+            return Err(Error::InvalidRecord(
+                "a transactional batch needs the producer's transactional id".into(),
+            ))
+        }
+    };
+    let (_, p) = broker.catalog.partition(topic, index)?;
+    if p.log.has_open_txn(h.producer_id) {
+        return Ok(());
+    }
+    broker
+        .verify_txn(id, h.producer_id, h.producer_epoch, topic, index)
+        .await
+        .map_err(|e| {
+            Error::Transaction(match e {
+                ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+                ResponseError::TransactionAbortable if version <= 10 => {
+                    ResponseError::InvalidTxnState
+                }
+                ResponseError::TransactionAbortable
+                | ResponseError::InvalidProducerIdMapping
+                | ResponseError::InvalidProducerEpoch
+                | ResponseError::InvalidTxnState
+                | ResponseError::UnknownTopicOrPartition => e,
+                // The coordinator could not answer: retriable for the producer.
+                _ => ResponseError::NotEnoughReplicas,
+            })
+        })
 }
 
 async fn append(

@@ -91,6 +91,16 @@ pub struct Offsets {
     pub leader_epoch: i32,
 }
 
+/// A producer as DescribeProducers shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerView {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub last_sequence: i32,
+    pub coordinator_epoch: i32,
+    pub txn_first_offset: Option<i64>,
+}
+
 /// A producer's transaction as the partition sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpenTxn {
@@ -449,6 +459,32 @@ impl PartitionLog {
         self.hw_moved.notify_waiters();
         self.appended.notify_waiters();
         Ok(offset)
+    }
+
+    /// Whether `producer_id` has a transaction open in this partition (a transactional
+    /// batch then needs no verification with the coordinator).
+    pub fn has_open_txn(&self, producer_id: i64) -> bool {
+        self.read_state()
+            .open_txns
+            .values()
+            .any(|p| *p == producer_id)
+    }
+
+    /// Every producer this partition remembers (DescribeProducers).
+    pub async fn producers(&self) -> Vec<ProducerView> {
+        let producers = self.appends.lock().await;
+        let mut out: Vec<ProducerView> = producers
+            .iter()
+            .map(|(pid, p)| ProducerView {
+                producer_id: *pid,
+                producer_epoch: p.epoch,
+                last_sequence: p.batches.back().map_or(-1, |b| b.last_seq),
+                coordinator_epoch: p.coordinator_epoch,
+                txn_first_offset: p.txn_first_offset,
+            })
+            .collect();
+        out.sort_by_key(|p| p.producer_id);
+        out
     }
 
     /// The transactions open in this partition, oldest first (DescribeProducers and

@@ -114,6 +114,43 @@ codes!(DeleteRecordsResponse, |r, f| {
         .for_each(|p| f(p.error_code));
 });
 codes!(InitProducerIdResponse, |r, f| { f(r.error_code) });
+codes!(AddPartitionsToTxnResponse, |r, f| {
+    f(r.error_code);
+    r.results_by_topic_v3_and_below
+        .iter()
+        .chain(
+            r.results_by_transaction
+                .iter()
+                .flat_map(|t| &t.topic_results),
+        )
+        .flat_map(|t| &t.results_by_partition)
+        .for_each(|p| f(p.partition_error_code));
+});
+codes!(AddOffsetsToTxnResponse, |r, f| { f(r.error_code) });
+codes!(EndTxnResponse, |r, f| { f(r.error_code) });
+codes!(WriteTxnMarkersResponse, |r, f| {
+    r.markers
+        .iter()
+        .flat_map(|m| &m.topics)
+        .flat_map(|t| &t.partitions)
+        .for_each(|p| f(p.error_code));
+});
+codes!(TxnOffsetCommitResponse, |r, f| {
+    r.topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .for_each(|p| f(p.error_code));
+});
+codes!(DescribeProducersResponse, |r, f| {
+    r.topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .for_each(|p| f(p.error_code));
+});
+codes!(DescribeTransactionsResponse, |r, f| {
+    r.transaction_states.iter().for_each(|s| f(s.error_code));
+});
+codes!(ListTransactionsResponse, |r, f| { f(r.error_code) });
 codes!(OffsetForLeaderEpochResponse, |r, f| {
     r.topics
         .iter()

@@ -15,6 +15,10 @@
 
 pub mod coordinated;
 mod fetcher;
+pub mod markers;
+mod peer;
+
+pub use markers::verify_remote;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -31,12 +35,13 @@ use crate::controller::client::ControllerClient;
 use crate::controller::metadata::{Endpoint, Image, PartitionState, NO_LEADER};
 use crate::controller::rpc::{BrokerReply, BrokerRequest};
 use crate::controller::service::ControllerNode;
+use crate::coordinator::txn_coordinator::TxnCoordinator;
 use crate::coordinator::Coordinator;
 use crate::error::{Error, Result};
 use crate::placement::{Assignment, Progress};
 use crate::shutdown;
 use crate::storage::MetaStore;
-use crate::topics::{Catalog, Partition, OFFSETS_TOPIC};
+use crate::topics::{Catalog, Partition, OFFSETS_TOPIC, TXN_TOPIC};
 
 /// How long a request to the controller may take before the caller gives up.
 const CONTROLLER_TIMEOUT: Duration = Duration::from_secs(15);
@@ -84,6 +89,7 @@ pub struct Node {
     pub config: Arc<Config>,
     pub catalog: Arc<Catalog>,
     pub groups: Arc<Coordinator>,
+    pub txns: Arc<TxnCoordinator>,
     pub meta: Arc<dyn MetaStore>,
     pub shutdown: watch::Receiver<bool>,
 }
@@ -111,6 +117,16 @@ pub struct Cluster {
     want_shut_down: watch::Sender<bool>,
     /// The `__consumer_offsets` partitions this broker leads: the groups it coordinates.
     pub groups: Arc<coordinated::CoordinatorPartitions>,
+    /// The `__transaction_state` partitions this broker leads: the transactional ids it
+    /// coordinates.
+    pub txns: Arc<coordinated::CoordinatorPartitions>,
+}
+
+/// Which coordinator a FindCoordinator key names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoordinatorKind {
+    Group,
+    Transaction,
 }
 
 impl Cluster {
@@ -123,6 +139,17 @@ impl Cluster {
             node.meta.clone(),
         ));
         node.groups.replicate_through(groups.clone());
+        let txns = Arc::new(coordinated::CoordinatorPartitions::new(
+            node.id(),
+            TXN_TOPIC,
+            node.txns.clone(),
+            node.meta.clone(),
+        ));
+        node.txns.replicate_through(txns.clone());
+        let image = controller.image();
+        node.txns
+            .write_markers_through(Arc::new(markers::ClusterMarkers::new(node.clone(), image)));
+        tokio::spawn(node.txns.clone().run());
         let cluster = Arc::new(Cluster {
             image: controller.image(),
             client: ControllerClient::new(controller.clone(), &node.config.cluster.voters),
@@ -133,6 +160,7 @@ impl Cluster {
             shut_down: watch::channel(false).0,
             want_shut_down: watch::channel(false).0,
             groups,
+            txns,
             node,
             controller,
         });
@@ -331,6 +359,7 @@ impl Cluster {
             }
         }
         self.groups.follow(image, node.catalog.get(OFFSETS_TOPIC));
+        self.txns.follow(image, node.catalog.get(TXN_TOPIC));
         let mut fetchers = self.fetchers.lock().unwrap_or_else(|e| e.into_inner());
         for (leader, tx) in fetchers.iter() {
             if !work.contains_key(leader) {
@@ -630,6 +659,11 @@ impl Cluster {
         Ok(())
     }
 
+    /// The services this broker's replication works with.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
     /// A block of producer ids unique in the cluster, as (first, end), none below
     /// `at_least`.
     pub async fn allocate_producer_ids(&self, at_least: i64) -> Result<(i64, i64)> {
@@ -744,25 +778,41 @@ impl Cluster {
         .map(|_| ())
     }
 
-    /// The coordinator of `group` for a client on `listener`, as (id, host, port): the
-    /// leader of the group's `__consumer_offsets` partition. The topic is created on first
-    /// use (as Kafka does), with `offsets.topic.num.partitions` and
-    /// `offsets.topic.replication.factor`; until it can be, COORDINATOR_NOT_AVAILABLE.
-    pub async fn group_coordinator(
+    /// The coordinator of `id` for a client on `listener`, as (id, host, port): the leader
+    /// of the id's partition of `__consumer_offsets` (groups) or `__transaction_state`
+    /// (transactional ids). The topic is created on first use (as Kafka does), with
+    /// `offsets.topic.*` or `transaction.state.log.*`; until it can be,
+    /// COORDINATOR_NOT_AVAILABLE.
+    pub async fn coordinator(
         &self,
-        group: &str,
+        kind: CoordinatorKind,
+        id: &str,
         listener: &str,
     ) -> std::result::Result<(i32, String, u16), ResponseError> {
-        if !self.image().names.contains_key(OFFSETS_TOPIC) {
-            let c = &self.node.config.cluster;
+        let c = &self.node.config.cluster;
+        let (topic, partitions, replication_factor, configs) = match kind {
+            CoordinatorKind::Group => (
+                OFFSETS_TOPIC,
+                c.offsets_topic_num_partitions,
+                c.offsets_topic_replication_factor,
+                offsets_topic_configs(),
+            ),
+            CoordinatorKind::Transaction => (
+                TXN_TOPIC,
+                c.txn_topic_num_partitions,
+                c.txn_topic_replication_factor,
+                txn_topic_configs(&self.node.config),
+            ),
+        };
+        if !self.image().names.contains_key(topic) {
             let created = self
                 .create_topic(
-                    OFFSETS_TOPIC,
+                    topic,
                     Layout::Spread {
-                        partitions: c.offsets_topic_num_partitions,
-                        replication_factor: c.offsets_topic_replication_factor,
+                        partitions,
+                        replication_factor,
                     },
-                    offsets_topic_configs(),
+                    configs,
                     false,
                 )
                 .await;
@@ -770,7 +820,7 @@ impl Cluster {
                 Ok(()) => {}
                 Err(e) if e.response_error() == ResponseError::TopicAlreadyExists => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot create {}", OFFSETS_TOPIC);
+                    tracing::warn!(error = %e, "cannot create {topic}");
                     return Err(ResponseError::CoordinatorNotAvailable);
                 }
             }
@@ -778,12 +828,12 @@ impl Cluster {
         let image = self.image();
         let t = image
             .names
-            .get(OFFSETS_TOPIC)
+            .get(topic)
             .and_then(|id| image.topics.get(id))
             .filter(|t| !t.partitions.is_empty())
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
         let leader =
-            t.partitions[coordinated::partition_for(group, t.partitions.len()) as usize].leader;
+            t.partitions[coordinated::partition_for(id, t.partitions.len()) as usize].leader;
         self.live_brokers(listener)
             .into_iter()
             .find(|b| b.0 == leader)
@@ -813,6 +863,18 @@ impl Cluster {
 /// says otherwise (records are never deleted by time).
 pub fn offsets_topic_configs() -> BTreeMap<String, String> {
     BTreeMap::from([("retention.ms".to_string(), "-1".to_string())])
+}
+
+/// The config overrides `__transaction_state` is created with: kept, and written with
+/// `transaction.state.log.min.isr` in sync.
+pub fn txn_topic_configs(config: &Config) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("retention.ms".to_string(), "-1".to_string()),
+        (
+            "min.insync.replicas".to_string(),
+            config.cluster.txn_topic_min_isr.to_string(),
+        ),
+    ])
 }
 
 /// The leader's HW: the minimum LEO over the ISR (this broker's own LEO included); a
