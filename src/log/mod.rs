@@ -1021,13 +1021,14 @@ impl PartitionLog {
     }
 
     /// Moves the log start offset forward to `offset` (DeleteRecords; -1 means the HW).
-    /// It never passes the first offset of a transaction still open or closing (the LSO),
-    /// so no transaction loses its start. Returns the new log start offset.
+    /// As in Kafka, an explicit delete may pass the start of an open transaction: its
+    /// records go, but the producer state and the transaction stay (the LSO is floored at
+    /// the new log start until the marker comes). Returns the new log start offset.
     pub async fn delete_records(&self, offset: i64) -> Result<i64> {
         let _guard = self.appends.lock().await;
-        let (start, hw, lso) = {
+        let (start, hw) = {
             let s = self.read_state();
-            (s.log_start, s.hw, s.last_stable())
+            (s.log_start, s.hw)
         };
         let target = if offset == -1 { hw } else { offset };
         if target < 0 || target > hw {
@@ -1037,7 +1038,6 @@ impl PartitionLog {
                 end: hw,
             });
         }
-        let target = target.min(lso);
         if target <= start {
             return Ok(start);
         }
@@ -1490,7 +1490,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn retention_and_delete_records_stop_at_an_open_transaction() {
+    async fn retention_stops_at_an_open_transaction_and_delete_records_keeps_it_open() {
         let store = Arc::new(MemoryStore::default());
         let l = log(&store);
         l.append(&Bytes::from(batch(&[b"old"], None, 10)), opts())
@@ -1500,12 +1500,17 @@ mod tests {
         l.append(&Bytes::from(batch(&[b"new"], None, 20)), opts())
             .await
             .unwrap();
+        // Retention never passes the open transaction's first offset.
         assert_eq!(l.apply_retention(1_000_000, 1, -1).await.unwrap(), Some(1));
-        assert_eq!(l.delete_records(-1).await.unwrap(), 1);
-        assert_eq!(l.delete_records(3).await.unwrap(), 1);
+        // DeleteRecords may (as in Kafka); the transaction stays open and holds the LSO at
+        // the new log start until its marker.
+        assert_eq!(l.delete_records(3).await.unwrap(), 3);
+        assert_eq!(l.offsets().last_stable, 3);
+        assert_eq!(l.open_transactions().await.len(), 1);
         l.append_marker(3, 0, ControlType::Commit, 0, 30, false)
             .await
             .unwrap();
+        assert_eq!(l.offsets().last_stable, 4);
         assert_eq!(l.delete_records(-1).await.unwrap(), 4);
     }
 
