@@ -13,7 +13,8 @@
 #   VP_MESSAGES    messages per VerifiableProducer run (default 3000)
 #   KEEP_WORK=1    keep the work directory (tool outputs) even if all pass
 #   ONLY="re"      run only the check groups whose name matches the regex
-#                  (topics console get_offsets configs delete_records verifiable groups);
+#                  (topics console get_offsets configs delete_records verifiable groups
+#                  transactions);
 #                  broker-api-versions always runs
 set -uo pipefail
 DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -305,6 +306,35 @@ check_verifiable() {
   done
 }
 
+# ---------------------------------------------------------------- transactions
+# A transactional producer (ProducerPerformance --transactional-id, a commit every 100 ms),
+# a read_committed console consumer that must see every record once, and kafka-transactions'
+# list / describe / describe-producers.
+check_transactions() {
+  local tt="cairn-jt-txn-$RUN_ID" tid="cairn-jt-txn-$RUN_ID" rc n=5000
+  tool tcreate $TOPICS "${B[@]}" --create --topic "$tt" --partitions 3 --replication-factor 1; rc=$?
+  if [[ $rc -ne 0 ]]; then fail transactions-producer "could not create $tt: $(why $rc tcreate)"; return; fi
+  tool tpp org.apache.kafka.tools.ProducerPerformance --topic "$tt" --num-records $n --record-size 100 \
+    --throughput -1 --producer-props "bootstrap.servers=$BOOTSTRAP" \
+    --transactional-id "$tid" --transaction-duration-ms 100; rc=$?
+  if [[ $rc -eq 0 ]] && grep -q "^$n records sent" "$WORK/tpp.out"; then pass transactions-producer
+  else fail transactions-producer "$(why $rc tpp) stdout: $(snip "$WORK/tpp.out")"; return; fi
+  tool tcc org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$tt" --from-beginning \
+    --isolation-level read_committed --max-messages $n --timeout-ms 20000; rc=$?
+  local got; got=$(wc -l < "$WORK/tcc.out")
+  if [[ $got -eq $n ]]; then pass transactions-read-committed
+  else fail transactions-read-committed "want $n records, got $got ($(why $rc tcc))"; fi
+  tool tl org.apache.kafka.tools.TransactionsCommand "${B[@]}" list; rc=$?
+  if [[ $rc -eq 0 ]] && grep -qE "^$tid[[:space:]]" "$WORK/tl.out"; then pass transactions-list
+  else fail transactions-list "$(why $rc tl) stdout: $(snip "$WORK/tl.out")"; fi
+  tool td org.apache.kafka.tools.TransactionsCommand "${B[@]}" describe --transactional-id "$tid"; rc=$?
+  if [[ $rc -eq 0 ]] && grep -qE "[[:space:]]$tid[[:space:]].*(Complete|Prepare)Commit" "$WORK/td.out"; then pass transactions-describe
+  else fail transactions-describe "$(why $rc td) stdout: $(snip "$WORK/td.out")"; fi
+  tool tdp org.apache.kafka.tools.TransactionsCommand "${B[@]}" describe-producers --topic "$tt" --partition 0; rc=$?
+  if [[ $rc -eq 0 ]] && [[ $(grep -cE '^[0-9]+[[:space:]]' "$WORK/tdp.out") -ge 1 ]]; then pass transactions-describe-producers
+  else fail transactions-describe-producers "$(why $rc tdp) stdout: $(snip "$WORK/tdp.out")"; fi
+}
+
 # shellcheck source=groups.sh
 source "$DIR/groups.sh"
 
@@ -320,6 +350,7 @@ if want 'console|get_offsets|configs|delete_records'; then
 fi
 want verifiable && check_verifiable
 want groups && check_groups
+want transactions && check_transactions
 
 echo "java-tools: run took $(( ($(now_ms) - T_START) / 1000 ))s; outputs in $WORK" >&2
 if [[ $FAILED -eq 0 && "${KEEP_WORK:-0}" != 1 ]]; then rm -rf "$WORK"; fi
