@@ -6,8 +6,8 @@
 
 mod common;
 
-use bytes::{Bytes, BytesMut};
-use common::{batch, name, Broker, Client};
+use bytes::Bytes;
+use common::{batch, name, txn_batch, Broker, Client};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
@@ -16,9 +16,7 @@ use kafka_protocol::messages::txn_offset_commit_request::{
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::RecordBatchDecoder;
 use kafka_protocol::ResponseError;
 
 fn s(v: &str) -> StrBytes {
@@ -27,40 +25,6 @@ fn s(v: &str) -> StrBytes {
 
 fn txn_id(v: &str) -> TransactionalId {
     TransactionalId(s(v))
-}
-
-/// A transactional batch of `values` from `pid` at `epoch`, sequences from `seq`.
-fn txn_batch(values: &[&str], pid: i64, epoch: i16, seq: i32) -> Bytes {
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Record {
-            transactional: true,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: pid,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: seq + i as i32,
-            timestamp: 1_000 + i as i64,
-            key: None,
-            value: Some(Bytes::from(v.to_string())),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
 }
 
 /// InitProducerId, retried while the id's last transaction completes
@@ -281,15 +245,24 @@ fn committed_and_aborted_transactions_as_read_committed_consumers_see_them() {
         "aborted data is kept"
     );
 
-    // The admin views: the transaction and the partition's producer.
-    let r: DescribeTransactionsResponse = c.send(
-        ApiKey::DescribeTransactions,
-        0,
-        &DescribeTransactionsRequest::default().with_transactional_ids(vec![txn_id("tx")]),
-    );
-    let st = &r.transaction_states[0];
-    assert_eq!((st.error_code, st.producer_id.0), (0, pid));
-    assert_eq!(st.transaction_state.as_str(), "CompleteAbort");
+    // The admin views: the transaction (complete once the coordinator has written that,
+    // just after the last marker) and the partition's producer.
+    let mut state = String::new();
+    for _ in 0..100 {
+        let r: DescribeTransactionsResponse = c.send(
+            ApiKey::DescribeTransactions,
+            0,
+            &DescribeTransactionsRequest::default().with_transactional_ids(vec![txn_id("tx")]),
+        );
+        let st = &r.transaction_states[0];
+        assert_eq!((st.error_code, st.producer_id.0), (0, pid));
+        state = st.transaction_state.to_string();
+        if state != "PrepareAbort" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(state, "CompleteAbort");
     let r: ListTransactionsResponse = c.send(
         ApiKey::ListTransactions,
         1,

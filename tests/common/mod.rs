@@ -262,11 +262,46 @@ pub fn batch_with(
     base_sequence: i32,
     timestamp: i64,
 ) -> Bytes {
+    batch_of(
+        values,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        timestamp,
+        false,
+    )
+}
+
+/// A transactional batch of `values` from `producer_id` at `producer_epoch`.
+pub fn txn_batch(
+    values: &[&str],
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> Bytes {
+    batch_of(
+        values,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        1_000,
+        true,
+    )
+}
+
+fn batch_of(
+    values: &[&str],
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    timestamp: i64,
+    transactional: bool,
+) -> Bytes {
     let records: Vec<Record> = values
         .iter()
         .enumerate()
         .map(|(i, v)| Record {
-            transactional: false,
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
