@@ -11,24 +11,61 @@ CAIRN=${1:?usage: run-all.sh path/to/cairn [suite...]}
 shift
 here=$(cd "$(dirname "$0")" && pwd)
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(java kcat librdkafka kafka-python franz-go)
+[ ${#suites[@]} -gt 0 ] || suites=(java kcat librdkafka librdkafka-cluster kafka-python franz-go)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 broker_pid=""
+cluster_pids=()
 work=$(mktemp -d /tmp/cairn-compat.XXXXXX)
 stop_broker() {
+  local rc=0 pid
+  # A cluster's nodes stop together (one node alone cannot finish controlled shutdown
+  # without the quorum); the first is the one whose liveness is checked.
+  for pid in "${cluster_pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${cluster_pids[@]}"; do wait "$pid" || rc=$?; done
+  cluster_pids=()
   if [ -n "$broker_pid" ] && kill -0 "$broker_pid" 2>/dev/null; then
     kill -TERM "$broker_pid"
-    wait "$broker_pid"
-    local rc=$?
-    broker_pid=""
-    return $rc
+    wait "$broker_pid" || rc=$?
   fi
   broker_pid=""
-  return 0
+  return $rc
 }
 trap 'stop_broker; rm -rf "$work"' EXIT
+
+# Three combined-mode nodes on loopback ports: BOOTSTRAP names all of them. The first
+# node's pid is broker_pid (checked for liveness), the others' are in cluster_pids.
+start_cluster() { # $1: suite name
+  local i ports=() ctrl=() voters=()
+  for i in 1 2 3; do ports+=("$(free_port)"); ctrl+=("$(free_port)"); done
+  for i in 1 2 3; do voters+=("$i@127.0.0.1:${ctrl[$((i - 1))]}"); done
+  local v; v=$(IFS=,; echo "${voters[*]}")
+  for i in 1 2 3; do
+    local port=${ports[$((i - 1))]} cport=${ctrl[$((i - 1))]}
+    "$CAIRN" --override "node.id=$i" --override "process.roles=broker,controller" \
+      --override "controller.quorum.voters=$v" --override "controller.listener.names=CONTROLLER" \
+      --override "listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport" \
+      --override "advertised.listeners=PLAINTEXT://127.0.0.1:$port" \
+      --override "log.dirs=$work/$1-data-$i" --override metrics.listener=none \
+      --override num.partitions=4 --override group.min.session.timeout.ms=1000 \
+      >"$work/$1-broker-$i.log" 2>&1 &
+    if [ "$i" = 1 ]; then broker_pid=$!; else cluster_pids+=($!); fi
+  done
+  local p
+  for p in "${ports[@]}"; do
+    local up=no
+    for _ in $(seq 1 400); do
+      if (exec 3<>/dev/tcp/127.0.0.1/"$p") 2>/dev/null; then up=yes; break; fi
+      sleep 0.05
+    done
+    if [ "$up" = no ]; then
+      echo "compat: the cairn cluster did not start for $1:"; tail -20 "$work/$1-broker-"*.log
+      return 1
+    fi
+  done
+  export BOOTSTRAP="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
+}
 
 start_broker() { # $1: suite name
   local port; port=$(free_port)
@@ -64,8 +101,12 @@ passed=0
 failed=0
 failed_names=()
 for s in "${suites[@]}"; do
+  unset ALLOW_LIST
   case "$s" in
     kcat) setup="$here/librdkafka/setup.sh"; run="$here/librdkafka/smoke-kcat.sh" ;;
+    librdkafka-cluster)
+      setup="$here/librdkafka/setup.sh"; run="$here/librdkafka/run.sh"
+      export ALLOW_LIST="$here/librdkafka/cluster-allow-list.txt" ;;
     *) setup="$here/$s/setup.sh"; run="$here/$s/run.sh" ;;
   esac
   echo "=== $s: setup"
@@ -75,21 +116,23 @@ for s in "${suites[@]}"; do
     continue
   fi
   echo "=== $s: run"
-  start_broker "$s" || { failed=$((failed + 1)); failed_names+=("$s(start)"); continue; }
+  start=start_broker
+  [ "$s" = librdkafka-cluster ] && start=start_cluster
+  $start "$s" || { failed=$((failed + 1)); failed_names+=("$s(start)"); continue; }
   "$run" 2>&1 | tee "$work/$s.out"
   rc=${PIPESTATUS[0]}
   alive=yes
   kill -0 "$broker_pid" 2>/dev/null || alive=no
   stop_broker; stop_rc=$?
   if [ "$alive" = no ]; then
-    echo "=== $s: the broker DIED during the suite; its log:"; tail -50 "$work/$s-broker.log"
+    echo "=== $s: the broker DIED during the suite; its log:"; tail -50 "$work/$s-broker"*.log
     rc=1
   elif [ "$stop_rc" != 0 ]; then
-    echo "=== $s: the broker exited $stop_rc on SIGTERM; its log:"; tail -50 "$work/$s-broker.log"
+    echo "=== $s: the broker exited $stop_rc on SIGTERM; its log:"; tail -50 "$work/$s-broker"*.log
     rc=1
   fi
-  if grep -q -E "panicked|ERROR" "$work/$s-broker.log"; then
-    echo "=== $s: the broker logged errors:"; grep -E "panicked|ERROR" "$work/$s-broker.log" | head -20
+  if cat "$work/$s-broker"*.log | grep -v openraft | grep -q -E "panicked|ERROR"; then
+    echo "=== $s: the broker logged errors:"; cat "$work/$s-broker"*.log | grep -v openraft | grep -E "panicked|ERROR" | head -20
   fi
   if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failed_names+=("$s"); fi
 done

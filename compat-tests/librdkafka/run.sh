@@ -67,6 +67,9 @@ export LD_LIBRARY_PATH="$SRC/src:$SRC/src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PAT
 #   An entry with sub=X runs only the sub-tests whose name contains X; its id
 #   is NNNN/X. Several entries may share a test number.
 # expected-failures.txt: <id> <reason...>      (id = NNNN or NNNN/X)
+# ALLOW_LIST: another list in the same format (cluster-allow-list.txt: tests that need
+# several brokers, run by run-all.sh's librdkafka-cluster suite against three nodes).
+ALLOW_LIST="${ALLOW_LIST:-$HERE/allow-list.txt}"
 declare -a ORDER=()
 declare -A SOCKEM=() SUB=() NUM=() XFAIL=()
 while read -r num rest; do
@@ -82,7 +85,7 @@ while read -r num rest; do
     done
     ORDER+=("$id"); NUM[$id]="$num"; SUB[$id]="$sub"
     [[ " $opts " == *" sockem "* ]] && SOCKEM[$id]=1
-done < "$HERE/allow-list.txt"
+done < "$ALLOW_LIST"
 if [[ -f "$HERE/expected-failures.txt" ]]; then
     while read -r id rest; do
         [[ -z "$id" || "$id" == \#* ]] && continue
