@@ -159,7 +159,7 @@ fn checked_timeout(timeout_ms: i32, max_ms: i32) -> Result<(), ResponseError> {
 }
 
 impl TxnMetadata {
-    fn new(id: &str, producer_id: i64, timeout_ms: i32, now_ms: i64) -> TxnMetadata {
+    pub fn new(id: &str, producer_id: i64, timeout_ms: i32, now_ms: i64) -> TxnMetadata {
         TxnMetadata {
             transactional_id: id.to_string(),
             producer_id,

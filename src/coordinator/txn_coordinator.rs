@@ -514,19 +514,11 @@ impl TxnCoordinator {
     }
 }
 
+/// An id's placeholder while its first transition is written: Dead, that is unknown.
 fn blank(id: &str) -> TxnMetadata {
     TxnMetadata {
-        transactional_id: id.to_string(),
-        producer_id: -1,
-        prev_producer_id: -1,
-        producer_epoch: 0,
-        last_producer_epoch: -1,
-        timeout_ms: 0,
         state: TxnState::Dead,
-        partitions: BTreeSet::new(),
-        start_ms: -1,
-        last_update_ms: -1,
-        tv2: false,
+        ..TxnMetadata::new(id, -1, 0, -1)
     }
 }
 

@@ -179,6 +179,54 @@ impl ReadState {
         let hw = self.hw;
         self.closing_txns.retain(|(_, marker)| *marker >= hw);
     }
+
+    /// Where the next batch goes on a leader: (offset, leader epoch, the epoch entry to
+    /// write with it when this epoch has none stored yet).
+    fn next_position(&self) -> (i64, i32, Option<(i32, i64)>) {
+        let epoch_start = match self.stored_epoch {
+            Some(e) if e == self.leader_epoch => None,
+            _ => Some((self.leader_epoch, self.leo)),
+        };
+        (self.leo, self.leader_epoch, epoch_start)
+    }
+
+    /// A leader's batch is written at `meta` (in `leader_epoch`, with its epoch entry when
+    /// `new_epoch`): the LEO, size and tail follow, and the HW too while this replica is
+    /// the whole ISR.
+    fn leader_wrote(&mut self, meta: &BatchMeta, bytes: Bytes, leader_epoch: i32, new_epoch: bool) {
+        self.leo = meta.last_offset + 1;
+        if new_epoch {
+            self.stored_epoch = Some(leader_epoch);
+        }
+        self.size_bytes += meta.size as u64;
+        push_tail(self, meta.base_offset, meta.last_offset, bytes);
+        // HW = min LEO over the ISR: the LEO itself when the ISR is this replica alone.
+        if self.sole_replica {
+            self.hw = self.leo;
+            self.hw_moved();
+        }
+    }
+}
+
+/// The aborted-index entry of `producer_id`'s transaction [first, marker], with Kafka's
+/// LSO at completion: the first offset of another transaction still open, else the offset
+/// after the marker. `open` is the partition's open transactions (first offset -> producer).
+fn aborted_entry(
+    open: &BTreeMap<i64, i64>,
+    producer_id: i64,
+    first: i64,
+    marker: i64,
+) -> AbortedTxn {
+    let others = open
+        .iter()
+        .find(|(f, pid)| **f != first || **pid != producer_id)
+        .map(|(f, _)| *f);
+    AbortedTxn {
+        producer_id,
+        first_offset: first,
+        last_offset: marker,
+        last_stable_offset: others.unwrap_or(marker + 1).min(marker + 1),
+    }
 }
 
 pub struct PartitionLog {
@@ -303,14 +351,7 @@ impl PartitionLog {
             None
         };
 
-        let (base_offset, leader_epoch, epoch_start) = {
-            let s = self.read_state();
-            let epoch_start = match s.stored_epoch {
-                Some(e) if e == s.leader_epoch => None,
-                _ => Some((s.leader_epoch, s.leo)),
-            };
-            (s.leo, s.leader_epoch, epoch_start)
-        };
+        let (base_offset, leader_epoch, epoch_start) = self.read_state().next_position();
         let stamped = batch::stamp(records, base_offset, leader_epoch, opts.log_append_time_ms);
         let meta = BatchMeta {
             base_offset,
@@ -350,17 +391,7 @@ impl PartitionLog {
             if let Some((before, after)) = txn_change {
                 s.note_txn(header.producer_id, before, after, None);
             }
-            s.leo = meta.last_offset + 1;
-            if epoch_start.is_some() {
-                s.stored_epoch = Some(leader_epoch);
-            }
-            s.size_bytes += meta.size as u64;
-            push_tail(&mut s, meta.base_offset, meta.last_offset, stamped);
-            // HW = min LEO over the ISR: the LEO itself when the ISR is this replica alone.
-            if s.sole_replica {
-                s.hw = s.leo;
-                s.hw_moved();
-            }
+            s.leader_wrote(&meta, stamped, leader_epoch, epoch_start.is_some());
             s.log_start
         };
         drop(producers);
@@ -391,32 +422,20 @@ impl PartitionLog {
         let prior = producers.get(&producer_id);
         ProducerState::check_marker(prior, producer_epoch, coordinator_epoch)?;
         let before = prior.and_then(|p| p.txn_first_offset);
-        let (offset, leader_epoch, epoch_start, others_first) = {
-            let s = self.read_state();
-            let epoch_start = match s.stored_epoch {
-                Some(e) if e == s.leader_epoch => None,
-                _ => Some((s.leader_epoch, s.leo)),
-            };
-            let others_first = s
-                .open_txns
-                .iter()
-                .find(|(first, pid)| Some(**first) != before || **pid != producer_id)
-                .map(|(first, _)| *first);
-            (s.leo, s.leader_epoch, epoch_start, others_first)
-        };
+        let (offset, leader_epoch, epoch_start) = self.read_state().next_position();
         let (next, applied) =
             ProducerState::after_marker(prior, producer_epoch, coordinator_epoch, offset);
         let marker =
             batch::control_batch(producer_id, producer_epoch, kind, coordinator_epoch, now_ms);
         let stamped = batch::stamp(&marker, offset, leader_epoch, None);
+        // The append lock is held: open transactions cannot change meanwhile.
         let aborted = match (kind, applied.closed) {
-            (ControlType::Abort, Some((first, last))) => Some(AbortedTxn {
+            (ControlType::Abort, Some((first, last))) => Some(aborted_entry(
+                &self.read_state().open_txns,
                 producer_id,
-                first_offset: first,
-                last_offset: last,
-                // Kafka's: the first offset still unstable once this one is done.
-                last_stable_offset: others_first.unwrap_or(last + 1).min(last + 1),
-            }),
+                first,
+                last,
+            )),
             _ => None,
         };
         let meta = BatchMeta {
@@ -444,16 +463,7 @@ impl PartitionLog {
             if let Some(a) = aborted {
                 s.aborted.push(a);
             }
-            s.leo = offset + 1;
-            if epoch_start.is_some() {
-                s.stored_epoch = Some(leader_epoch);
-            }
-            s.size_bytes += meta.size as u64;
-            push_tail(&mut s, offset, offset, stamped);
-            if s.sole_replica {
-                s.hw = s.leo;
-            }
-            s.hw_moved();
+            s.leader_wrote(&meta, stamped, leader_epoch, epoch_start.is_some());
         }
         drop(producers);
         self.hw_moved.notify_waiters();
@@ -806,14 +816,13 @@ impl PartitionLog {
     /// Returns the number of batches appended.
     pub async fn append_replica(&self, records: &Bytes) -> Result<usize> {
         let mut producers = self.appends.lock().await;
-        let (mut leo, mut last_epoch, mut open) = {
+        let (mut leo, mut last_epoch) = {
             let s = self.read_state();
-            (
-                s.leo,
-                s.epochs.last().map_or(-1, |e| e.0),
-                s.open_txns.clone(),
-            )
+            (s.leo, s.epochs.last().map_or(-1, |e| e.0))
         };
+        // The open transactions as this fetch changes them, copied only once a batch opens
+        // or closes one (most fetches carry none).
+        let mut open: Option<BTreeMap<i64, i64>> = None;
         let mut appends = Vec::new();
         let mut epochs = Vec::new();
         let mut states: HashMap<i64, ProducerState> = HashMap::new();
@@ -854,22 +863,16 @@ impl PartitionLog {
                             h.base_offset,
                         );
                         if let (ControlType::Abort, Some((first, last))) = (kind, applied.closed) {
-                            let others = open
-                                .iter()
-                                .find(|(f, pid)| **f != first || **pid != h.producer_id)
-                                .map(|(f, _)| *f);
-                            aborted = Some(AbortedTxn {
-                                producer_id: h.producer_id,
-                                first_offset: first,
-                                last_offset: last,
-                                last_stable_offset: others.unwrap_or(last + 1).min(last + 1),
-                            });
+                            let open =
+                                open.get_or_insert_with(|| self.read_state().open_txns.clone());
+                            aborted = Some(aborted_entry(open, h.producer_id, first, last));
                         }
                         (next, Some(h.base_offset))
                     }
                     None => (ProducerState::after_append(prior, &h, h.base_offset), None),
                 };
                 if before != next.txn_first_offset {
+                    let open = open.get_or_insert_with(|| self.read_state().open_txns.clone());
                     if let Some(f) = before {
                         open.remove(&f);
                     }
