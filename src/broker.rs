@@ -270,9 +270,13 @@ impl Broker {
         crate::coordinator::partition_for(group, n)
     }
 
-    /// KIP-890 verification for a transactional batch: asks the transaction coordinator of
-    /// `id` (this broker's, or another's with AddPartitionsToTxn v4 VerifyOnly) whether the
-    /// partition is in the producer's ongoing transaction.
+    /// KIP-890 for a transactional write to `topic`/`index`, a partition this broker leads
+    /// (a batch, or offsets for TxnOffsetCommit): asks the transaction coordinator of `id`
+    /// (this broker's, or another's with AddPartitionsToTxn v4+) whether the partition is
+    /// in the producer's ongoing transaction, or with `add` (transaction version 2, whose
+    /// clients add no partitions themselves) adds it. An add that meets the last
+    /// transaction still ending (CONCURRENT_TRANSACTIONS) is retried for 100 ms, as Kafka
+    /// does, before the client is told to retry.
     pub async fn verify_txn(
         &self,
         id: &str,
@@ -280,10 +284,46 @@ impl Broker {
         epoch: i16,
         topic: &str,
         index: i32,
+        add: bool,
+    ) -> std::result::Result<(), kafka_protocol::ResponseError> {
+        use kafka_protocol::ResponseError;
+        const RETRY: std::time::Duration = std::time::Duration::from_millis(20);
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(100);
+        loop {
+            let r = self
+                .verify_or_add(id, producer_id, epoch, topic, index, add)
+                .await;
+            match r {
+                Err(ResponseError::ConcurrentTransactions)
+                    if add && tokio::time::Instant::now() + RETRY <= deadline =>
+                {
+                    tokio::time::sleep(RETRY).await
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn verify_or_add(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        topic: &str,
+        index: i32,
+        add: bool,
     ) -> std::result::Result<(), kafka_protocol::ResponseError> {
         use kafka_protocol::ResponseError;
         let partition = (topic.to_string(), index);
-        match self.txns.verify(id, producer_id, epoch, &partition) {
+        let local = match add {
+            true => {
+                self.txns
+                    .add_partitions(id, producer_id, epoch, &[partition], true)
+                    .await
+            }
+            false => self.txns.verify(id, producer_id, epoch, &partition),
+        };
+        match local {
             Err(ResponseError::NotCoordinator) => {}
             local => return local,
         }
@@ -301,6 +341,7 @@ impl Broker {
             epoch,
             topic,
             index,
+            add,
         )
         .await
     }

@@ -105,11 +105,11 @@ apis! {
     // v4+ are the brokers' batched form (KIP-890 verification).
     AddPartitionsToTxn: 0..=5 => always handlers::transactions::add_partitions,
     AddOffsetsToTxn: 0..=4 => always handlers::transactions::add_offsets,
-    // v5 (and TxnOffsetCommit v5, Produce v12 for transactions) is transaction version 2,
-    // which ApiVersions does not finalize yet: clients use version 1.
-    EndTxn: 0..=4 => always handlers::transactions::end_txn,
+    // v5 (and TxnOffsetCommit v5, Produce v12+ for transactions) is transaction version 2:
+    // clients send them once ApiVersions shows `transaction.version` 2 finalized.
+    EndTxn: 0..=5 => always handlers::transactions::end_txn,
     WriteTxnMarkers: 1..=1 => always handlers::transactions::write_txn_markers,
-    TxnOffsetCommit: 0..=4 => always handlers::transactions::txn_offset_commit,
+    TxnOffsetCommit: 0..=5 => always handlers::transactions::txn_offset_commit,
     OffsetForLeaderEpoch: 2..=4 => always handlers::offset_for_leader_epoch::handle,
     DescribeConfigs: 1..=4 => always handlers::configs::describe,
     AlterConfigs: 0..=2 => always handlers::configs::alter,
@@ -200,11 +200,12 @@ fn encode_response<T: Encodable>(
 
 /// ApiVersions is the table's own answer.
 async fn api_versions(
-    _broker: &Arc<Broker>,
+    broker: &Arc<Broker>,
     _ctx: &RequestContext<'_>,
     _req: ApiVersionsRequest,
 ) -> ApiVersionsResponse {
-    handlers::api_versions::handle(APIS)
+    let image = broker.cluster().map(|c| c.image());
+    handlers::api_versions::handle(APIS, image.as_deref())
 }
 
 /// The ApiVersions answer for a version newer than ours: v0 body, v0 header, error 35, and

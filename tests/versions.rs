@@ -562,6 +562,10 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
                     .with_committed(true),
             );
             assert_eq!(r.error_code, 0, "{at}");
+            if v >= 5 {
+                // Transaction version 2: the epoch is bumped at every end.
+                assert_eq!((r.producer_id.0, r.producer_epoch), (pid, epoch + 1), "{at}");
+            }
         }
         ApiKey::WriteTxnMarkers => {
             // A marker for a producer with nothing open is still written, as Kafka does.
@@ -586,6 +590,20 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
         ApiKey::TxnOffsetCommit => {
             let id = format!("toc-v{v}");
             let (pid, epoch) = txn_init(c, &id);
+            if v < 5 {
+                // Before transaction version 2 the client adds the group's partition itself
+                // (the coordinator verifies it is there); v5 has it added implicitly.
+                let r: AddOffsetsToTxnResponse = c.send(
+                    ApiKey::AddOffsetsToTxn,
+                    3,
+                    &AddOffsetsToTxnRequest::default()
+                        .with_transactional_id(tid(&id))
+                        .with_producer_id(pid.into())
+                        .with_producer_epoch(epoch)
+                        .with_group_id(GroupId(s("g"))),
+                );
+                assert_eq!(r.error_code, 0, "{at}");
+            }
             let r: TxnOffsetCommitResponse = c.send(
                 api,
                 v,
@@ -808,4 +826,29 @@ fn every_advertised_api_answers_at_every_advertised_version() {
     // The same connection served all of them, in order.
     let r: ApiVersionsResponse = c.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
     assert_eq!(r.error_code, 0);
+}
+
+/// ApiVersions v3+ lists the cluster features: `transaction.version` supported up to 2
+/// and, in a new cluster, finalized at 2 with an epoch of 0 or more (a Java or franz-go
+/// client then uses transaction version 2); v0-2 carry no features.
+#[test]
+fn api_versions_lists_the_transaction_version_feature() {
+    let b = Broker::start();
+    let mut c = b.client();
+    let r: ApiVersionsResponse = c.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let supported: Vec<_> = r
+        .supported_features
+        .iter()
+        .map(|f| (f.name.to_string(), f.min_version, f.max_version))
+        .collect();
+    assert_eq!(supported, [("transaction.version".to_string(), 0, 2)]);
+    let finalized: Vec<_> = r
+        .finalized_features
+        .iter()
+        .map(|f| (f.name.to_string(), f.min_version_level, f.max_version_level))
+        .collect();
+    assert_eq!(finalized, [("transaction.version".to_string(), 2, 2)]);
+    assert!(r.finalized_features_epoch >= 0, "{}", r.finalized_features_epoch);
+    let old: ApiVersionsResponse = c.send(ApiKey::ApiVersions, 2, &ApiVersionsRequest::default());
+    assert!(old.supported_features.is_empty() && old.finalized_features.is_empty());
 }

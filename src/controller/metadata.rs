@@ -157,7 +157,22 @@ pub enum Record {
         broker_epoch: i64,
         next: i64,
     },
+    /// A cluster feature's finalized level (KRaft's FeatureLevelRecord); level 0 removes it.
+    FeatureLevel {
+        name: String,
+        level: i16,
+    },
 }
+
+/// The cluster feature of KIP-890 part 2: at level 2 a transactional producer's epoch is
+/// bumped at the end of every transaction and partition leaders add partitions to it.
+pub const TRANSACTION_VERSION: &str = "transaction.version";
+
+/// The features this release supports, with the levels it can run: (name, min, max).
+pub const SUPPORTED_FEATURES: &[(&str, i16, i16)] = &[(TRANSACTION_VERSION, 0, 2)];
+
+/// The levels a new cluster starts at (Kafka 4.x formats a new cluster at these).
+pub const BOOTSTRAP_FEATURES: &[(&str, i16)] = &[(TRANSACTION_VERSION, 2)];
 
 /// Producer ids handed to a broker at a time (Kafka's `ProducerIdManager` block).
 pub const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -186,14 +201,31 @@ pub struct Image {
     /// The first producer id not yet handed to any broker.
     #[serde(default)]
     pub next_producer_id: i64,
+    /// Finalized feature levels; a feature not listed is at level 0.
+    #[serde(default)]
+    pub features: BTreeMap<String, i16>,
+    /// The offset of the last feature change (ApiVersions' FinalizedFeaturesEpoch), -1
+    /// before any.
+    #[serde(default = "no_offset")]
+    pub features_epoch: i64,
+}
+
+fn no_offset() -> i64 {
+    -1
 }
 
 impl Image {
     pub fn new() -> Image {
         Image {
             offset: -1,
+            features_epoch: -1,
             ..Default::default()
         }
+    }
+
+    /// A feature's finalized level (0 when it is not finalized).
+    pub fn feature(&self, name: &str) -> i16 {
+        self.features.get(name).copied().unwrap_or(0)
     }
 
     pub fn partition(&self, topic: Uuid, index: i32) -> Option<&PartitionState> {
@@ -340,6 +372,13 @@ impl Image {
             }
             Record::ProducerIds { next, .. } => {
                 self.next_producer_id = self.next_producer_id.max(*next);
+            }
+            Record::FeatureLevel { name, level } => {
+                match *level > 0 {
+                    true => self.features.insert(name.clone(), *level),
+                    false => self.features.remove(name),
+                };
+                self.features_epoch = offset;
             }
         }
     }
@@ -1047,6 +1086,34 @@ fn change(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn feature_levels_are_finalized_and_removed_at_level_zero() {
+        let mut log = Log::new();
+        assert_eq!(log.image.feature(TRANSACTION_VERSION), 0);
+        assert_eq!(log.image.features_epoch, -1);
+        log.commit(vec![Record::ClusterId { id: "c".into() }]);
+        log.commit(vec![Record::FeatureLevel {
+            name: TRANSACTION_VERSION.into(),
+            level: 2,
+        }]);
+        assert_eq!(log.image.feature(TRANSACTION_VERSION), 2);
+        assert_eq!(log.image.features_epoch, 1);
+        log.commit(vec![Record::FeatureLevel {
+            name: TRANSACTION_VERSION.into(),
+            level: 0,
+        }]);
+        assert_eq!(log.image.feature(TRANSACTION_VERSION), 0);
+        assert!(log.image.features.is_empty());
+        assert_eq!(log.image.features_epoch, 2);
+        // An image written before features existed reads back without any.
+        let mut old = serde_json::to_value(Image::new()).unwrap();
+        old.as_object_mut().unwrap().remove("features");
+        old.as_object_mut().unwrap().remove("features_epoch");
+        let old: Image = serde_json::from_value(old).unwrap();
+        assert!(old.features.is_empty());
+        assert_eq!(old.features_epoch, -1);
+    }
 
     /// A log and its image: decisions are committed in order, as the quorum would.
     struct Log {

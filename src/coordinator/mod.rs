@@ -152,7 +152,7 @@ struct Inner {
     offsets: HashMap<String, GroupOffsets>,
     /// Offsets transactions committed (TxnOffsetCommit), per group and producer id, pending
     /// until the transaction's marker commits or drops them (KIP-98/447).
-    pending: HashMap<(String, i64), BTreeMap<(String, i32), Committed>>,
+    pending: HashMap<(String, i64), Pending>,
     joins: HashMap<(String, String), oneshot::Sender<JoinResult>>,
     syncs: HashMap<(String, String), oneshot::Sender<SyncResult>>,
 }
@@ -286,7 +286,9 @@ impl Coordinator {
 
     /// Whether this broker coordinates `group_id` now (always, without a [`GroupLog`]). Asked
     /// before taking our lock: the [`GroupLog`] takes its own lock before ours.
-    fn route(&self, group_id: &str) -> std::result::Result<(), ResponseError> {
+    /// Whether this broker coordinates `group_id` now: NOT_COORDINATOR or
+    /// COORDINATOR_LOAD_IN_PROGRESS otherwise.
+    pub fn route(&self, group_id: &str) -> std::result::Result<(), ResponseError> {
         match self.log.get() {
             Some(log) => log.check(group_id),
             None => Ok(()),
@@ -464,6 +466,7 @@ impl Coordinator {
         &self,
         group_id: &str,
         producer_id: i64,
+        producer_epoch: i16,
         member: &str,
         instance_id: Option<&str>,
         generation: i32,
@@ -484,14 +487,15 @@ impl Coordinator {
                 .pending
                 .entry((group_id.to_string(), producer_id))
                 .or_default();
+            pending.epoch = pending.epoch.max(producer_epoch);
             let mut changes = Vec::with_capacity(offsets.len());
             for (topic, partition, c) in offsets {
                 changes.push(GroupChange {
                     cf: GroupCf::TxnOffsets,
                     key: txn_offset_key(group_id, &topic, partition, producer_id),
-                    value: Some(encode_committed(&c)),
+                    value: Some(encode_pending(&c, pending.epoch)),
                 });
-                pending.insert((topic, partition), c);
+                pending.offsets.insert((topic, partition), c);
             }
             self.write(group_id, changes)
         };
@@ -503,11 +507,15 @@ impl Coordinator {
 
     /// A transaction marker for `producer_id` reached `__consumer_offsets` partition
     /// `partition`: its pending offsets in the groups of that partition become committed
-    /// (`commit`) or are dropped.
+    /// (`commit`) or are dropped. A marker older than the offsets (its producer epoch below
+    /// theirs: one from a coordinator that has since lost the transactional id, for an
+    /// earlier transaction) is refused with INVALID_PRODUCER_EPOCH and changes nothing, as
+    /// a partition's log refuses it.
     pub async fn complete_txn_offsets(
         &self,
         partition: i32,
         producer_id: i64,
+        producer_epoch: i16,
         commit: bool,
     ) -> Result<()> {
         let log = self.log.get().cloned();
@@ -524,9 +532,18 @@ impl Coordinator {
                 .filter(|(g, pid)| *pid == producer_id && in_partition(g))
                 .map(|(g, _)| g.clone())
                 .collect();
+            let stale = groups
+                .iter()
+                .filter_map(|g| inner.pending.get(&(g.clone(), producer_id)))
+                .any(|p| producer_epoch < p.epoch);
+            if stale {
+                return Err(Error::Transaction(ResponseError::InvalidProducerEpoch));
+            }
             let mut writes = Vec::with_capacity(groups.len());
             for group in groups {
-                let Some(offsets) = inner.pending.remove(&(group.clone(), producer_id)) else {
+                let Some(Pending { offsets, .. }) =
+                    inner.pending.remove(&(group.clone(), producer_id))
+                else {
                     continue;
                 };
                 let mut changes: Vec<GroupChange> = offsets
@@ -566,7 +583,7 @@ impl Coordinator {
         self.lock()
             .pending
             .iter()
-            .any(|((g, _), offsets)| g == group_id && offsets.contains_key(&key))
+            .any(|((g, _), p)| g == group_id && p.offsets.contains_key(&key))
     }
 
     /// The committed offsets of a group: all of them, or those of `wanted` topics and
@@ -1078,20 +1095,19 @@ fn read_groups(
             .or_insert_with(|| GroupOffsets::new(now))
             .restore(topic, partition, committed);
     }
-    let mut pending: HashMap<(String, i64), BTreeMap<(String, i32), Committed>> = HashMap::new();
+    let mut pending: HashMap<(String, i64), Pending> = HashMap::new();
     for (key, value) in store.load_groups(GroupCf::TxnOffsets)? {
         let (group, topic, partition, pid) = decode_txn_offset_key(&key)
             .ok_or_else(|| Error::Storage("malformed transactional offset key".into()))?;
         if !wanted(&group) {
             continue;
         }
-        let committed = decode_committed(&value).ok_or_else(|| {
+        let (committed, epoch) = decode_pending(&value).ok_or_else(|| {
             Error::Storage(format!("malformed transactional offset of group {group}"))
         })?;
-        pending
-            .entry((group, pid))
-            .or_default()
-            .insert((topic, partition), committed);
+        let p = pending.entry((group, pid)).or_default();
+        p.epoch = p.epoch.max(epoch);
+        p.offsets.insert((topic, partition), committed);
     }
     let mut records: HashMap<String, (Option<consumer::GroupRecord>, Vec<_>)> = HashMap::new();
     for (key, value) in store.load_groups(GroupCf::Consumers)? {
@@ -1244,6 +1260,47 @@ fn encode_committed(c: &Committed) -> Vec<u8> {
         None => v.push(0),
     }
     v
+}
+
+/// A transaction's pending offsets in one group, and the producer epoch that committed them.
+#[derive(Debug, Clone)]
+struct Pending {
+    epoch: i16,
+    offsets: BTreeMap<(String, i32), Committed>,
+}
+
+impl Default for Pending {
+    fn default() -> Pending {
+        Pending {
+            epoch: -1,
+            offsets: BTreeMap::new(),
+        }
+    }
+}
+
+/// TxnOffsets CF value: version 1, then as [`encode_committed`] with the producer epoch
+/// (i16) before the metadata. Version 0 (an offsets value, no epoch) is what releases
+/// before epochs were kept wrote; it reads as epoch -1, which any marker passes.
+fn encode_pending(c: &Committed, producer_epoch: i16) -> Vec<u8> {
+    let mut v = encode_committed(c);
+    v[0] = 1;
+    let at = 21;
+    v.splice(at..at, producer_epoch.to_be_bytes());
+    v
+}
+
+fn decode_pending(v: &[u8]) -> Option<(Committed, i16)> {
+    match *v.first()? {
+        0 => Some((decode_committed(v)?, -1)),
+        1 => {
+            let epoch = i16::from_be_bytes(v.get(21..23)?.try_into().ok()?);
+            let mut rest = v[..21].to_vec();
+            rest[0] = 0;
+            rest.extend_from_slice(v.get(23..)?);
+            Some((decode_committed(&rest)?, epoch))
+        }
+        _ => None,
+    }
 }
 
 fn decode_committed(v: &[u8]) -> Option<Committed> {
@@ -1557,6 +1614,52 @@ mod tests {
             .consumer_heartbeat("g", consumer_hb("a", 0), &|_| Some(1))
             .await;
         assert_eq!(ok.error, None);
+    }
+
+    /// A marker from a coordinator that lost the transactional id, for a transaction
+    /// finished long ago, must not commit the offsets of the transaction now open (the
+    /// fault harness caught a restarted broker doing so): markers older than the pending
+    /// offsets change nothing, also after the coordinator reloads them from the store.
+    #[tokio::test]
+    async fn a_marker_older_than_the_pending_offsets_changes_nothing() {
+        let store = Arc::new(MemoryStore::default());
+        let c = Coordinator::open(store.clone(), config()).unwrap();
+        c.txn_commit("g", 7, 5, "", None, -1, offset(10))
+            .await
+            .unwrap();
+        let stale = |r: Result<()>| {
+            matches!(
+                r,
+                Err(Error::Transaction(ResponseError::InvalidProducerEpoch))
+            )
+        };
+        assert!(stale(c.complete_txn_offsets(0, 7, 4, true).await));
+        assert!(c.has_pending("g", "t", 0));
+        assert!(c.committed("g", None).unwrap().is_empty());
+
+        let c = Coordinator::open(store, config()).unwrap();
+        assert!(c.has_pending("g", "t", 0));
+        assert!(stale(c.complete_txn_offsets(0, 7, 4, false).await));
+        // The transaction's own marker: its epoch, or one more (transaction version 2).
+        c.complete_txn_offsets(0, 7, 6, true).await.unwrap();
+        assert!(!c.has_pending("g", "t", 0));
+        let committed = c.committed("g", None).unwrap();
+        assert_eq!(committed.len(), 1);
+        assert_eq!(committed[0].2.as_ref().map(|c| c.offset), Some(10));
+    }
+
+    #[test]
+    fn pending_offsets_of_earlier_releases_read_without_an_epoch() {
+        let c = offset(42).remove(0).2;
+        assert_eq!(decode_pending(&encode_committed(&c)), Some((c.clone(), -1)));
+        let with_meta = Committed {
+            metadata: Some("m".into()),
+            ..c
+        };
+        assert_eq!(
+            decode_pending(&encode_pending(&with_meta, 9)),
+            Some((with_meta, 9))
+        );
     }
 
     fn offset(o: i64) -> Vec<(String, i32, Committed)> {

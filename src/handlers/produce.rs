@@ -106,11 +106,14 @@ async fn check_transactional(
         }
     };
     let (_, p) = broker.catalog.partition(topic, index)?;
-    if p.log.has_open_txn(h.producer_id) {
+    if p.log.has_open_txn(h.producer_id, h.producer_epoch).await {
         return Ok(());
     }
+    // Produce v12+ is transaction version 2's: the client added no partition, the leader
+    // adds it (KIP-890 part 2); older versions have it verified (part 1).
+    let add = version >= 12;
     broker
-        .verify_txn(id, h.producer_id, h.producer_epoch, topic, index)
+        .verify_txn(id, h.producer_id, h.producer_epoch, topic, index, add)
         .await
         .map_err(|e| {
             Error::Transaction(match e {
@@ -118,6 +121,7 @@ async fn check_transactional(
                 ResponseError::TransactionAbortable if version <= 10 => {
                     ResponseError::InvalidTxnState
                 }
+                ResponseError::ConcurrentTransactions if add => e,
                 ResponseError::TransactionAbortable
                 | ResponseError::InvalidProducerIdMapping
                 | ResponseError::InvalidProducerEpoch

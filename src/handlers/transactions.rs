@@ -47,10 +47,13 @@ fn code(r: Result<(), ResponseError>) -> i16 {
     r.err().map_or(0, |e| e.code())
 }
 
-/// The partitions of `topics` that exist, and an error for each that does not.
+/// The partitions of `topics` that exist, and an error for each that does not. Clients may
+/// not name internal topics; brokers (`from_broker`) may: a group coordinator adds its
+/// `__consumer_offsets` partition for a TxnOffsetCommit of transaction version 2.
 fn known_partitions(
     broker: &Broker,
     topics: &[AddPartitionsToTxnTopic],
+    from_broker: bool,
 ) -> (Vec<TxnPartition>, Vec<(TxnPartition, ResponseError)>) {
     let mut ok = Vec::new();
     let mut bad = Vec::new();
@@ -58,7 +61,7 @@ fn known_partitions(
         for p in &t.partitions {
             let tp = (t.name.to_string(), *p);
             match broker.catalog.partition(&tp.0, *p) {
-                Ok((topic, _)) if topic.is_internal() => {
+                Ok((topic, _)) if topic.is_internal() && !from_broker => {
                     bad.push((tp, ResponseError::TopicAuthorizationFailed))
                 }
                 Ok(_) => ok.push(tp),
@@ -101,7 +104,7 @@ async fn add_or_verify(
     topics: &[AddPartitionsToTxnTopic],
     verify_only: bool,
 ) -> Vec<(TxnPartition, i16)> {
-    let (ok, bad) = known_partitions(broker, topics);
+    let (ok, bad) = known_partitions(broker, topics, version >= 4);
     if verify_only {
         // Every partition answers for itself; a missing one is simply not in the transaction.
         let mut out: Vec<(TxnPartition, i16)> =
@@ -255,17 +258,50 @@ pub async fn txn_offset_commit(
         ),
         false => (String::new(), None, -1),
     };
-    let r = broker
+    // KIP-890: the group's offsets partition must be in the producer's transaction (part
+    // 1), or, for transaction version 2 (v5, whose clients send no AddOffsetsToTxn), is
+    // added to it here (part 2).
+    let verified = match broker.groups.route(&req.group_id) {
+        Ok(()) => broker
+            .verify_txn(
+                &req.transactional_id,
+                req.producer_id.0,
+                req.producer_epoch,
+                OFFSETS_TOPIC,
+                broker.offsets_partition(&req.group_id),
+                ctx.version >= 5,
+            )
+            .await
+            .map_err(|e| match e {
+                ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+                ResponseError::TransactionAbortable if ctx.version <= 3 => {
+                    ResponseError::InvalidTxnState
+                }
+                ResponseError::TransactionAbortable
+                | ResponseError::ConcurrentTransactions
+                | ResponseError::InvalidProducerIdMapping
+                | ResponseError::InvalidProducerEpoch
+                | ResponseError::InvalidTxnState => e,
+                // The transaction coordinator could not answer: the client retries.
+                _ => ResponseError::CoordinatorNotAvailable,
+            }),
+        Err(e) => Err(e),
+    };
+    let r = match verified {
+        Err(e) => Err(e),
+        Ok(()) => broker
         .groups
         .txn_commit(
             &req.group_id,
             req.producer_id.0,
+            req.producer_epoch,
             &member,
             instance.as_deref(),
             generation,
             offsets,
         )
-        .await;
+        .await,
+    };
     let c = code(r);
     let topics = req
         .topics

@@ -473,11 +473,22 @@ impl PartitionLog {
 
     /// Whether `producer_id` has a transaction open in this partition (a transactional
     /// batch then needs no verification with the coordinator).
-    pub fn has_open_txn(&self, producer_id: i64) -> bool {
-        self.read_state()
+    /// Whether `producer_id` has a transaction open here at `epoch`. A batch of a newer
+    /// epoch starts another transaction: under transaction version 2 the epoch is bumped at
+    /// every end, and the next transaction's first batch may arrive before the marker that
+    /// closes the last one here.
+    pub async fn has_open_txn(&self, producer_id: i64, epoch: i16) -> bool {
+        let open = self
+            .read_state()
             .open_txns
             .values()
-            .any(|p| *p == producer_id)
+            .any(|p| *p == producer_id);
+        open && self
+            .appends
+            .lock()
+            .await
+            .get(&producer_id)
+            .is_some_and(|p| p.txn_first_offset.is_some() && p.epoch == epoch)
     }
 
     /// Every producer this partition remembers (DescribeProducers).

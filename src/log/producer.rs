@@ -181,7 +181,11 @@ impl ProducerState {
         }
         let expected = match s.batches.back() {
             Some(b) => next_seq(b.last_seq),
-            None => h.base_sequence,
+            // The epoch is known but nothing was written at it: a marker bumped it (transaction
+            // version 2 ends every transaction so). Its first batch must be sequence 0, as in
+            // Kafka; otherwise a later batch of the producer's next transaction, added to it
+            // sooner than the first, would be appended ahead of it.
+            None => 0,
         };
         if h.base_sequence != expected {
             return Err(Error::OutOfOrderSequence {
@@ -302,6 +306,28 @@ mod tests {
     fn header(epoch: i16, seq: i32, n: usize) -> BatchHeader {
         let vals: Vec<&[u8]> = (0..n).map(|_| &b"v"[..]).collect();
         BatchHeader::parse(&batch(&vals, Some((1, epoch, seq)), 0)).unwrap()
+    }
+
+    /// Transaction version 2: the marker bumps the epoch, and the next transaction's
+    /// batches at that epoch start at sequence 0. A later one arriving first (its
+    /// partition added to the transaction sooner) must wait for it, as in Kafka, or it
+    /// would be appended ahead of it and the first refused for ever.
+    #[test]
+    fn after_a_marker_bumps_the_epoch_the_sequence_starts_at_zero() {
+        let h = header(4, 0, 100);
+        let s = ProducerState::after_append(None, &h, 0);
+        let (s, _) = ProducerState::after_marker(Some(&s), 5, 0, 100);
+        assert!(matches!(
+            ProducerState::check(Some(&s), &header(5, 37, 37)),
+            Err(Error::OutOfOrderSequence {
+                expected: 0,
+                got: 37
+            })
+        ));
+        assert_eq!(
+            ProducerState::check(Some(&s), &header(5, 0, 37)).unwrap(),
+            SeqCheck::Append
+        );
     }
 
     #[test]

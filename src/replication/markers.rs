@@ -53,7 +53,7 @@ pub async fn write_local(
     if topic == OFFSETS_TOPIC {
         return node
             .groups
-            .complete_txn_offsets(index, producer_id, commit)
+            .complete_txn_offsets(index, producer_id, producer_epoch, commit)
             .await;
     }
     let kind = match commit {
@@ -224,9 +224,10 @@ async fn send(
     failed
 }
 
-/// KIP-890 verification on another broker, the transaction coordinator of `id`:
-/// AddPartitionsToTxn v4 with VerifyOnly. The partition's own answer, or the error that kept
-/// the coordinator from giving one.
+/// KIP-890 on another broker, the transaction coordinator of `id`: AddPartitionsToTxn v4
+/// with VerifyOnly, or with `add` v5 without it (transaction version 2: the leader adds the
+/// partition). The partition's own answer, or the error that kept the coordinator from
+/// giving one.
 pub async fn verify_remote(
     addr: &str,
     id: &str,
@@ -234,6 +235,7 @@ pub async fn verify_remote(
     epoch: i16,
     topic: &str,
     index: i32,
+    add: bool,
 ) -> std::result::Result<(), ResponseError> {
     use kafka_protocol::messages::add_partitions_to_txn_request::{
         AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
@@ -244,7 +246,7 @@ pub async fn verify_remote(
             .with_transactional_id(crate::wire::str_bytes(id).into())
             .with_producer_id(producer_id.into())
             .with_producer_epoch(epoch)
-            .with_verify_only(true)
+            .with_verify_only(!add)
             .with_topics(vec![AddPartitionsToTxnTopic::default()
                 .with_name(topic_name(topic))
                 .with_partitions(vec![index])]),
@@ -252,7 +254,8 @@ pub async fn verify_remote(
     let r: AddPartitionsToTxnResponse = super::peer::call(
         addr,
         ApiKey::AddPartitionsToTxn,
-        4,
+        // v5: an add is transaction version 2's
+        if add { 5 } else { 4 },
         &req,
         Duration::from_secs(10),
     )

@@ -358,8 +358,16 @@ impl Cluster {
                 node.catalog.forget(&local.name).await?;
             }
         }
-        self.groups.follow(image, node.catalog.get(OFFSETS_TOPIC));
-        self.txns.follow(image, node.catalog.get(TXN_TOPIC));
+        // Coordinators run only while this broker runs in this incarnation (registered,
+        // caught up, unfenced). Before that its image may be an old one read back at start,
+        // naming it the leader of partitions it lost while it was down, and a coordinator
+        // loaded from that would act on state others have moved past: a transaction
+        // coordinator re-sending the markers of a transaction long finished (Kafka's brokers
+        // publish nothing before they catch up). A fenced broker's coordinators unload.
+        let running = self.is_running();
+        let local = |name| running.then(|| node.catalog.get(name)).flatten();
+        self.groups.follow(image, local(OFFSETS_TOPIC));
+        self.txns.follow(image, local(TXN_TOPIC));
         let mut fetchers = self.fetchers.lock().unwrap_or_else(|e| e.into_inner());
         for (leader, tx) in fetchers.iter() {
             if !work.contains_key(leader) {
