@@ -14,7 +14,13 @@ checker over what was acknowledged and what is read back:
 - kafka-reassign-partitions moves every partition off a broker and back (a replica copied
   from scratch) under load, and every broker's metadata shows the targets;
 - an unclean election on a second topic (unclean.leader.election.enable, two replicas)
-  elects the returning follower and keeps exactly its acks=all records.
+  elects the returning follower and keeps exactly its acks=all records;
+- Kafka's TransactionalMessageCopier copies the test topic into another, in transactions
+  (one in three aborted) that also commit its consumed offsets, through every fault and
+  through transactional ones: kill -9 of the transaction coordinator during a transaction
+  and while it commits, kill -9 of a partition leader mid-transaction, a zombie copier
+  fenced by a new instance. Read with read_committed, the copy must equal the input
+  partition for partition: every committed transaction whole and once, none aborted.
 
 Links between brokers go through TCP proxies in this script, one per direction, so a broker
 can be cut off from the other brokers (replication and the controller quorum) while clients
@@ -843,8 +849,295 @@ async def preferred_election(c, prod):
     raise Failure(f"leaders not preferred after kafka-leader-election ({out.strip()[-300:]}): {await c.metadata()}")
 
 
+TXN_OUT = "faults-copy"
+TXN_ID = "faults-copier"
+TXN_CMD = "org.apache.kafka.tools.TransactionsCommand"
+
+
+class Copier:
+    """Kafka's TransactionalMessageCopier (the EOS system tests' tool) copying TOPIC into
+    TXN_OUT partition for partition, in transactions of up to 100 records, one in three
+    aborted at random, the consumed offsets committed in each transaction (group mode,
+    KIP-447 group metadata). The copier exits once it has copied what the input held when
+    it started, so this supervisor starts it again; any other exit is a failure, except
+    for the zombie that `zombie_copier` expects to be fenced."""
+
+    def __init__(self, cluster, workdir):
+        self.cluster, self.dir = cluster, Path(workdir)
+        self.runs = 0
+        self.copied = 0  # records committed by finished runs
+        self.status = {}  # the running copier's last status line
+        self.crashes = []
+        self.proc = None
+        self.zombie = None
+        self.finish_after = None  # stop once a run started after this time ends
+
+    def argv(self):
+        return [str(KAFKA_RUN), "org.apache.kafka.tools.TransactionalMessageCopier",
+                "--broker-list", self.cluster.bootstrap(), "--input-topic", TOPIC, "--input-partition", "0",
+                "--output-topic", TXN_OUT, "--transactional-id", TXN_ID, "--consumer-group", TXN_ID,
+                "--group-mode", "--use-group-metadata", "--enable-random-aborts", "--transaction-size", "100"]
+
+    async def launch(self):
+        self.runs += 1
+        self.status = {}
+        err = open(self.dir / f"copier-{self.runs}.err", "wb")
+        self.proc = await asyncio.create_subprocess_exec(*self.argv(), stdout=asyncio.subprocess.PIPE, stderr=err,
+                                                         start_new_session=True)
+        self.proc.started = time.time()
+        self.proc.run = self.runs
+        self.proc.reader = asyncio.create_task(self.read(self.proc))
+
+    async def read(self, proc):
+        while line := await proc.stdout.readline():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if proc is self.proc:
+                self.status = ev
+
+    def progress(self):
+        return self.copied + self.status.get("totalProcessed", 0)
+
+    async def start(self):
+        await self.launch()
+        self.task = asyncio.create_task(self.supervise())
+
+    async def supervise(self):
+        while True:
+            proc = self.proc
+            await proc.reader
+            rc = await proc.wait()
+            if proc is not self.proc:
+                continue  # replaced (the zombie); zombie_copier waits for it itself
+            done = self.status.get("totalProcessed", 0)
+            self.copied += done
+            if rc != 0:
+                tail = (self.dir / f"copier-{proc.run}.err").read_text(errors="replace")[-1500:]
+                self.crashes.append(f"copier run {proc.run} exited {rc}: {tail}")
+                log(f"copier run {proc.run} exited {rc} after {done} records")
+            if self.finish_after is not None and proc.started > self.finish_after and rc == 0:
+                return
+            await asyncio.sleep(0.5)
+            await self.launch()
+
+    async def replace(self):
+        """Starts a second copier with the same transactional id while the current one is
+        SIGSTOPped; the stopped one becomes the zombie."""
+        self.zombie = self.proc
+        self.copied += self.status.get("totalProcessed", 0)
+        await self.launch()
+
+    async def wait_progress(self, n, what, timeout=120):
+        target = self.progress() + n
+        deadline = time.time() + timeout
+        while self.progress() < target:
+            if time.time() > deadline:
+                raise Failure(f"the copier committed {self.progress() - target + n} of {n} records in {timeout}s "
+                              f"after {what}")
+            await asyncio.sleep(0.5)
+        log(f"the copier committed {n} more records after {what} ({self.progress()} in all)")
+
+    async def finish(self, timeout=240):
+        """Once the producer has stopped: until a copier run that started afterwards has
+        copied everything and exited."""
+        self.finish_after = time.time()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), timeout)
+        except asyncio.TimeoutError:
+            raise Failure(f"the copier did not catch up with the input within {timeout}s: {self.status}")
+        log(f"copier: {self.runs} runs, {self.copied} records committed")
+
+    def kill(self):
+        for p in (self.proc, self.zombie):
+            if p is not None and p.returncode is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+async def describe_txn(c):
+    """The copier's transaction as kafka-transactions describe shows it: (coordinator id,
+    producer epoch, state, [partitions]), or None while there is no answer."""
+    # A coordinator just killed is named by FindCoordinator until the controller fences it,
+    # and the admin client then waits for it up to its API timeout: keep that short.
+    cfg = c.dir / "admin.properties"
+    cfg.write_text("default.api.timeout.ms=8000\nrequest.timeout.ms=4000\n")
+    out = await run([str(KAFKA_RUN), TXN_CMD, "--bootstrap-server", c.bootstrap(), "--command-config", str(cfg),
+                     "describe", "--transactional-id", TXN_ID], timeout=60, check=False)
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[1] == TXN_ID and f[0].isdigit():
+            parts = f[8].split(",") if len(f) > 8 else []
+            return int(f[0]), int(f[3]), f[4], parts
+    return None
+
+
+async def wait_txn(c, ok, what, timeout=60):
+    deadline = time.time() + timeout
+    while True:
+        d = await describe_txn(c)
+        if d and ok(d):
+            log(f"transaction {TXN_ID} {what}: coordinator {d[0]}, epoch {d[1]}, {d[2]} {','.join(d[3])}")
+            return d
+        if time.time() > deadline:
+            raise Failure(f"transaction {TXN_ID} not {what} within {timeout}s: {d}")
+        await asyncio.sleep(0.2)
+
+
+async def kill_txn_coordinator(c, prod):
+    """kill -9 of the transaction coordinator between AddPartitionsToTxn and EndTxn: the
+    new coordinator (another replica of the __transaction_state partition) aborts or
+    finishes the transaction and the copier carries on."""
+    d = await wait_txn(c, lambda d: d[2] == "Ongoing" and d[3], "ongoing")
+    log(f"fault: kill -9 the transaction coordinator (node {d[0]}) during an ongoing transaction")
+    await c.kill(d[0])
+    await wait_txn(c, lambda e: e[0] != d[0], "moved", timeout=SESSION_MS / 1000 + 60)
+    await c.copier.wait_progress(300, "the coordinator's loss")
+    c.start(d[0])
+    await c.wait_healthy("the transaction coordinator's restart")
+
+
+async def wait_held(c, timeout=90):
+    """Until the copier's transaction stays in PrepareCommit or PrepareAbort across two
+    looks 1.5 s apart: (coordinator, epoch, state, partitions)."""
+    deadline = time.time() + timeout
+    seen = None
+    while time.time() < deadline:
+        d = await describe_txn(c)
+        if d and d[2] in ("PrepareCommit", "PrepareAbort"):
+            if d == seen:
+                log(f"transaction {TXN_ID} held in {d[2]}: epoch {d[1]}, {','.join(d[3])}")
+                return d
+            seen = d
+            await asyncio.sleep(1.5)
+        else:
+            seen = None
+    raise Failure(f"no transaction of {TXN_ID} held prepared within {timeout}s with its coordinator cut off")
+
+
+async def held_records(c, d, coord):
+    """{partition: [(offset, value)]}: the records a transaction held in PrepareCommit has on
+    the TXN_OUT partitions not led by its coordinator (whose markers cannot arrive). The
+    copier writes nothing else meanwhile, so they are each log's tail after its last
+    marker (an offset gap in what read_uncommitted returns)."""
+    held = {}
+    for tp in d[3]:
+        topic, _, p = tp.rpartition("-")
+        if topic != TXN_OUT:
+            continue
+        p = int(p)
+        if (await c.view(next(i for i in NODES if i != coord), TXN_OUT))[p][0] == coord:
+            continue
+        tail = await read_partition(c, p, "read_uncommitted")
+        k = len(tail) - 1
+        while k > 0 and tail[k][0] == tail[k - 1][0] + 1:
+            k -= 1
+        if tail:
+            held[p] = tail[k:]
+    return held
+
+
+async def kill_txn_coordinator_committing(c, prod):
+    """kill -9 of the transaction coordinator during a commit: its links to the other
+    brokers are cut (clients still reach it) so the commit's markers cannot reach the
+    partitions led elsewhere and the transaction stays in PrepareCommit; then it dies. The
+    new coordinator must write the COMMIT markers from its replica of the log."""
+    await preferred_election(c, prod)  # so that the output partitions are led by every node
+    for attempt in range(10):
+        coord = (await wait_txn(c, lambda d: True, "found"))[0]
+        links = [k for k in c.proxies if k[0] == "repl" and k[1] == coord]
+        for k in links:
+            c.proxies[k].cut()
+        log(f"links from the transaction coordinator (node {coord}) to the other brokers cut")
+        # Transactions on partitions the coordinator leads still complete; wait for one
+        # that stays prepared.
+        d = await wait_held(c)
+        held = await held_records(c, d, coord) if d[2] == "PrepareCommit" else {}
+        if held:
+            break
+        for k in links:
+            c.proxies[k].heal()
+        await wait_txn(c, lambda d: d[2] not in ("PrepareCommit", "PrepareAbort"), "completed")
+    else:
+        raise Failure("in ten tries, no transaction with records on another leader held in PrepareCommit")
+    log(f"fault: kill -9 the transaction coordinator (node {coord}) in PrepareCommit, its transaction holding "
+        + ", ".join(f"{len(v)} records at {TXN_OUT}-{p} {v[0][0]}..{v[-1][0]}" for p, v in held.items() if v))
+    await c.kill(coord)
+    for k in links:
+        c.proxies[k].heal()
+    await wait_txn(c, lambda e: e[0] != coord and e[2] != "PrepareCommit", "completed by the new coordinator",
+                   timeout=SESSION_MS / 1000 + 60)
+    for p, records in held.items():
+        visible = set(await read_partition(c, p, "read_committed"))
+        missing = [r for r in records if r not in visible]
+        if missing:
+            raise Failure(f"the transaction in PrepareCommit was not committed by the new coordinator: "
+                          f"{len(missing)} of its records on {TXN_OUT}-{p} invisible to read_committed, "
+                          f"e.g. {missing[:3]}")
+    log("the new coordinator committed the held transaction: read_committed sees its records")
+    await c.copier.wait_progress(300, "the committing coordinator's loss")
+    c.start(coord)
+    await c.wait_healthy("the transaction coordinator's restart")
+
+
+async def kill_txn_leader(c, prod):
+    """kill -9 of the leader of a partition the ongoing transaction has written to."""
+    out = lambda d: [tp for tp in d[3] if tp.rpartition("-")[0] == TXN_OUT]
+    d = await wait_txn(c, lambda d: d[2] == "Ongoing" and out(d), f"ongoing on {TXN_OUT}")
+    p = int(out(d)[0].rpartition("-")[2])
+    leader = (await c.view(next(i for i in NODES if c.alive(i)), TXN_OUT))[p][0]
+    log(f"fault: kill -9 the leader of {TXN_OUT}-{p} (node {leader}) in the middle of a transaction")
+    await c.kill(leader)
+    await asyncio.sleep(SESSION_MS / 1000 + 2)
+    await c.copier.wait_progress(300, f"the loss of {TXN_OUT}-{p}'s leader")
+    c.start(leader)
+    await c.wait_healthy("the leader's restart")
+
+
+async def zombie_copier(c, prod):
+    """A zombie: the copier is SIGSTOPped mid-run, a second instance with the same
+    transactional id starts (InitProducerId fences the first and aborts its transaction)
+    and commits; then the first resumes, and must be refused (PRODUCER_FENCED) and exit
+    without committing anything."""
+    cp = c.copier
+    epoch = (await describe_txn(c) or (0, -1))[1]
+    deadline = time.time() + 120
+    while True:
+        if time.time() > deadline:
+            raise Failure(f"the copier never had 300 records left to copy: {cp.status}")
+        old = cp.proc
+        if cp.status.get("stage") == "ProcessLoop" and cp.status.get("remaining", 0) >= 300:
+            try:
+                os.killpg(old.pid, signal.SIGSTOP)
+                break
+            except ProcessLookupError:
+                pass  # it had just finished
+        await asyncio.sleep(0.05)
+    log(f"fault: SIGSTOP the copier (run {old.run}, epoch {epoch} or later) and start another with the same "
+        "transactional id")
+    await cp.replace()
+    await cp.wait_progress(300, "the second copier's start")
+    os.killpg(old.pid, signal.SIGCONT)
+    try:
+        rc = await asyncio.wait_for(old.wait(), 90)
+    except asyncio.TimeoutError:
+        raise Failure("the zombie copier was not fenced within 90s of resuming")
+    err = (cp.dir / f"copier-{old.run}.err").read_text(errors="replace")
+    if rc == 0 or not re.search(r"ProducerFenced|InvalidProducerEpoch", err):
+        raise Failure(f"the zombie copier exited {rc} without being fenced: {err[-1500:]}")
+    why = re.search(r"[A-Za-z.]*(ProducerFenced|InvalidProducerEpoch)[^\n]*", err).group(0)
+    log(f"the zombie copier was fenced: {why[:160]}")
+    await cp.wait_progress(300, "fencing the zombie")
+
+
+TXN_FAULTS = [kill_txn_coordinator, kill_txn_coordinator_committing, kill_txn_leader, zombie_copier]
+
+
 FAULTS = [kill_leader, kill_controller, cut_follower, cut_leader, lose_two, stop_leader, rolling_restart,
-          kill_coordinator, kill_consumer_coordinator, reassign, unclean_election]
+          kill_coordinator, kill_consumer_coordinator] + TXN_FAULTS + [reassign, unclean_election]
 
 
 # ---- checks ------------------------------------------------------------------------------
@@ -876,6 +1169,39 @@ def check(prod, records):
             if b < a:
                 problems.append(f"partition {p}: {b} after {a}")
                 break
+    return problems
+
+
+async def read_partition(c, p, isolation):
+    """[(offset, value)] of TXN_OUT partition p."""
+    out = await run(["kcat", "-C", "-b", c.bootstrap(), "-t", TXN_OUT, "-p", str(p), "-o", "beginning", "-e", "-q",
+                     "-X", f"isolation.level={isolation}", "-f", "%o %s\\n"], timeout=120)
+    return [(int(o), v) for o, v in (line.split(" ", 1) for line in out.splitlines())]
+
+
+async def check_copy(c, records):
+    """The copy, read with read_committed, holds each input partition's records exactly:
+    every committed transaction whole and once, no aborted one."""
+    problems = []
+    out = await run(["kcat", "-C", "-b", c.bootstrap(), "-t", TXN_OUT, "-o", "beginning", "-e", "-q",
+                     "-X", "isolation.level=read_committed", "-f", "%p %s\\n"], timeout=120)
+    copy = {p: [] for p in range(PARTITIONS)}
+    for line in out.splitlines():
+        p, v = line.split(" ", 1)
+        copy[int(p)].append(v)
+    everything = await run(["kcat", "-C", "-b", c.bootstrap(), "-t", TXN_OUT, "-o", "beginning", "-e", "-q",
+                            "-X", "isolation.level=read_uncommitted"], timeout=120)
+    for p in range(PARTITIONS):
+        want = [v for (q, _), v in sorted(records.items()) if q == p]
+        got = copy[p]
+        if got != want:
+            at = next((k for k, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
+            problems.append(f"{TXN_OUT}-{p} (read_committed) differs from {TOPIC}-{p} at record {at}: "
+                            f"{got[at:at + 3]} vs {want[at:at + 3]} ({len(got)} vs {len(want)} records)")
+    aborted = len(everything.splitlines()) - sum(len(v) for v in copy.values())
+    log(f"copy: {sum(len(v) for v in copy.values())} committed records, {aborted} more in aborted transactions")
+    if aborted <= 0:
+        problems.append("no aborted records in the copy: the copier's random aborts did not happen")
     return problems
 
 
@@ -935,7 +1261,7 @@ async def main():
         c.cluster_id = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=").replace("-", "A")
     await c.start_proxies()
     ok = False
-    prod = None
+    prod = copier = None
     try:
         for i in NODES:
             c.start(i)
@@ -948,10 +1274,16 @@ async def main():
             if (await c.metadata()) or time.time() > deadline:
                 break
             await asyncio.sleep(1)
-        await c.wait_healthy("creating the topic")
+        await run([str(KAFKA_RUN), "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", c.bootstrap(),
+                   "--create", "--if-not-exists", "--topic", TXN_OUT, "--partitions", str(PARTITIONS),
+                   "--replication-factor", "3", "--config", "min.insync.replicas=2"], timeout=120)
+        await c.wait_healthy("creating the topics")
         prod = Producer(c, work)
         await prod.start()
         await prod.wait_acks(200, timeout=120)
+        copier = c.copier = Copier(c, work)
+        await copier.start()
+        await copier.wait_progress(200, "starting")
         done = []
         chosen = [f for f in FAULTS if not args.faults or f.__name__ in args.faults.split(",")]
         for r in range(args.rounds):
@@ -962,9 +1294,10 @@ async def main():
         await preferred_election(c, prod)
         await prod.wait_acks(100)
         await prod.stop()
+        await copier.finish()
         await c.wait_healthy("the last fault")
         records = await read_back(c)
-        problems = check(prod, records)
+        problems = check(prod, records) + await check_copy(c, records) + copier.crashes
         log(f"producer: {len(prod.acked)} acknowledged, {prod.errors} send errors; read back {len(records)} records")
         for i in NODES:
             await c.kill(i, signal.SIGTERM)
@@ -975,13 +1308,15 @@ async def main():
                 log(f"PROBLEM: {p}")
             raise Failure(f"{len(problems)} problems in what was read back")
         log(f"PASS: {len(done)} faults ({', '.join(done)}); every acknowledged record present, "
-            "no duplicates, order kept, replicas identical")
+            "no duplicates, order kept, the transactional copy exact, replicas identical")
         ok = True
     except Failure as e:
         log(f"FAIL: {e}")
     finally:
         if prod is not None and prod.proc.returncode is None:
             prod.proc.kill()
+        if copier is not None:
+            copier.kill()
         for i in NODES:
             await c.kill(i, signal.SIGCONT)
             await c.kill(i)
