@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{batch, free_port, name, Broker, Client};
+use common::{batch, free_port, http_get, name, try_http_get, Broker, Client};
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
@@ -71,28 +71,6 @@ impl Drop for Proc {
 }
 
 // ---- HTTP, by hand: GET with HTTP/1.0 and read to the end --------------------------------
-
-fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    try_http_get(addr, path).unwrap_or_else(|e| panic!("GET {addr}{path}: {e}"))
-}
-
-fn try_http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw)?;
-    let status = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((status, body))
-}
 
 fn url_encode(s: &str) -> String {
     s.bytes()
@@ -499,6 +477,7 @@ fn partition_series_can_be_switched_off() {
     for per_partition in [
         "kafka_log_log_size",
         "kafka_topic_partition_current_offset",
+        "kafka_topic_partition_last_stable_offset",
         "kafka_consumergroup_lag",
         "kafka_consumergroup_current_offset",
     ] {

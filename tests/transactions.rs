@@ -1,13 +1,14 @@
 //! Transactions against the real broker, request by request as a transactional producer
 //! and its consumers send them: InitProducerId, AddPartitionsToTxn, transactional Produce,
 //! AddOffsetsToTxn, TxnOffsetCommit, EndTxn; read_committed Fetch and ListOffsets; the
-//! admin views; and the errors Kafka gives for requests out of turn, with nothing stored.
+//! admin views and metrics; and the errors Kafka gives for requests out of turn, with
+//! nothing stored.
 //! Real clients (kafka-python, the Java tools) run the same paths in compat-tests/.
 
 mod common;
 
 use bytes::Bytes;
-use common::{batch, name, txn_batch, Broker, Client};
+use common::{batch, free_port, http_get, metric_value, name, txn_batch, Broker, Client};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
@@ -168,7 +169,17 @@ fn latest(c: &mut Client, topic: &str, isolation: i8) -> i64 {
 
 #[test]
 fn committed_and_aborted_transactions_as_read_committed_consumers_see_them() {
-    let b = Broker::start();
+    let metrics: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let b = Broker::start_with(&[&format!("metrics.listener={metrics}")]);
+    let scrape = || http_get(metrics, "/metrics").1;
+    let t0 = [("topic", "t"), ("partition", "0")];
+    let txns = |text: &str, state: &str| {
+        metric_value(
+            text,
+            "kafka_coordinator_transaction_transactions",
+            &[("state", state)],
+        )
+    };
     let mut c = b.client();
     c.create_topic("t", 1, &[]);
     await_txn_coordinator(&mut c, "tx");
@@ -194,6 +205,17 @@ fn committed_and_aborted_transactions_as_read_committed_consumers_see_them() {
         3,
         "read_uncommitted LATEST is the HW"
     );
+    // The metrics say so too: the LSO below the HW, one transaction ongoing.
+    let m = scrape();
+    assert_eq!(
+        metric_value(&m, "kafka_topic_partition_last_stable_offset", &t0),
+        Some(0.0)
+    );
+    assert_eq!(
+        metric_value(&m, "kafka_topic_partition_current_offset", &t0),
+        Some(3.0)
+    );
+    assert_eq!(txns(&m, "Ongoing"), Some(1.0));
 
     // Commit: the marker takes offset 3 and everything is stable.
     assert_eq!(end(&mut c, "tx", pid, epoch, true), 0);
@@ -209,6 +231,21 @@ fn committed_and_aborted_transactions_as_read_committed_consumers_see_them() {
         seen,
         (4, vec![], vec!["a".into(), "b".into(), "plain".into()])
     );
+    // The coordinator completes the transaction once the marker is written.
+    let mut m = scrape();
+    for _ in 0..100 {
+        if txns(&m, "CompleteCommit") == Some(1.0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        m = scrape();
+    }
+    assert_eq!(
+        metric_value(&m, "kafka_topic_partition_last_stable_offset", &t0),
+        Some(4.0)
+    );
+    assert_eq!(txns(&m, "Ongoing"), Some(0.0));
+    assert_eq!(txns(&m, "CompleteCommit"), Some(1.0));
 
     // Abort: its records stay in the log, and read_committed is told to drop them.
     let mut added = vec![];

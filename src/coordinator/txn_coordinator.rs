@@ -504,6 +504,18 @@ impl TxnCoordinator {
     }
 
     /// `id`'s metadata, or the error to answer (DescribeTransactions).
+    /// The transactional ids this coordinator holds (those of the `__transaction_state`
+    /// partitions it leads), by state; Dead ones are not counted.
+    pub fn count_by_state(&self) -> std::collections::BTreeMap<TxnState, i64> {
+        let mut out = std::collections::BTreeMap::new();
+        for e in self.lock().values() {
+            if e.meta.state != TxnState::Dead {
+                *out.entry(e.meta.state).or_insert(0) += 1;
+            }
+        }
+        out
+    }
+
     pub fn describe(&self, id: &str) -> std::result::Result<TxnMetadata, ResponseError> {
         self.route(id)?;
         self.lock()

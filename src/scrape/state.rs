@@ -1,5 +1,6 @@
 //! Gauges computed from the broker's state at scrape time: replica and controller counts,
-//! partition offsets and sizes, and consumer groups with their lag. Nothing here is kept
+//! partition offsets and sizes, consumer groups with their lag, and the transaction
+//! coordinator's transactions. Nothing here is kept
 //! between scrapes, so a deleted topic or group simply stops appearing.
 
 use std::collections::BTreeMap;
@@ -50,7 +51,35 @@ pub fn families(broker: &Broker) -> Vec<MetricFamily> {
         })
         .collect();
     group_gauges(&mut out, broker, &hw, partition_series);
+    transaction_gauges(&mut out, broker);
     out
+}
+
+/// The transaction coordinator: the ids it holds by state, every state listed (Kafka has no
+/// such gauge; its coordinator's state is only visible through kafka-transactions.sh).
+fn transaction_gauges(out: &mut Vec<MetricFamily>, broker: &Broker) {
+    use crate::coordinator::transactions::TxnState;
+    let counts = broker.txns.count_by_state();
+    gauge_vec(
+        out,
+        "kafka_coordinator_transaction_transactions",
+        "Transactional ids this broker coordinates, by state",
+        &["state"],
+        |v| {
+            for s in [
+                TxnState::Empty,
+                TxnState::Ongoing,
+                TxnState::PrepareCommit,
+                TxnState::PrepareAbort,
+                TxnState::CompleteCommit,
+                TxnState::CompleteAbort,
+                TxnState::PrepareEpochFence,
+            ] {
+                v.with_label_values(&[s.name()])
+                    .set(counts.get(&s).copied().unwrap_or(0));
+            }
+        },
+    );
 }
 
 /// This broker's replica counts (Kafka's ReplicaManager gauges), the controller-wide counts
@@ -198,6 +227,13 @@ fn partition_gauges(out: &mut Vec<MetricFamily>, topics: &[Arc<Topic>], partitio
             "kafka_topic_partition_current_offset",
             "The partition's high watermark (the next offset consumers will see)",
             &|p| p.log.offsets().high_watermark,
+        );
+        per_partition(
+            out,
+            "kafka_topic_partition_last_stable_offset",
+            "The partition's last stable offset (LSO): read_committed consumers read up to it; \
+             open transactions hold it below the high watermark",
+            &|p| p.log.offsets().last_stable,
         );
         per_partition(
             out,

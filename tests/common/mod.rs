@@ -472,3 +472,42 @@ impl Client {
         (p.error_code, p.offset, p.timestamp)
     }
 }
+
+/// A plain HTTP/1.0 GET: (status, body).
+pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    try_http_get(addr, path).unwrap_or_else(|e| panic!("GET {addr}{path}: {e}"))
+}
+
+pub fn try_http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw)?;
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// One sample's value in Prometheus text `text`: the series `name` whose labels include
+/// `labels`.
+pub fn metric_value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' '))
+        .find(|(series, _)| {
+            let (n, rest) = series.split_once('{').unwrap_or((series, ""));
+            n == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|(_, v)| v.parse().ok())
+}
