@@ -10,6 +10,8 @@
 //    split the partitions.
 // 4. kadm: the group is listed, described (Empty after everyone left), its committed
 //    offsets equal the end offsets (lag 0), and it can be deleted.
+// 5. Exactly once (eos.go): GroupTransactSession members copy a topic, one is killed
+//    mid-run and restarted; read_committed, the copy equals the input.
 //
 // Prints "PASS name" / "FAIL name: reason" lines, then exactly one line
 // "franz-go: N passed, M failed"; exits non-zero if M > 0.
@@ -21,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,14 +119,25 @@ func (c *consumer) poll(ctx context.Context, want int, idle time.Duration) error
 
 func main() {
 	boot := flag.String("bootstrap", "127.0.0.1:9092", "broker address")
+	eosID := flag.String("eos-member", "", "run as a member of the exactly-once check with this transactional id")
+	eosIn := flag.String("eos-in", "", "the exactly-once member's input topic")
+	eosOut := flag.String("eos-out", "", "the exactly-once member's output topic")
+	eosGroup := flag.String("eos-group", "", "the exactly-once member's group")
 	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	if *eosID != "" {
+		if err := eosMember(*boot, *eosIn, *eosOut, *eosGroup, *eosID, 20*time.Second); err != nil {
+			fmt.Fprintf(os.Stderr, "eos member %s: %v\n", *eosID, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	run := time.Now().UnixNano()
 	topic := fmt.Sprintf("franz-go-%d", run)
 	group := fmt.Sprintf("franz-go-group-%d", run)
 
-	admin, err := kgo.NewClient(kgo.SeedBrokers(*boot))
+	admin, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*boot, ",")...))
 	if !check("client", err) {
 		finish()
 	}
@@ -286,5 +300,8 @@ func main() {
 		err = deleted.Error()
 	}
 	check("admin-delete-group", err)
+
+	// 5. exactly once
+	check("eos-group-transact-session-member-killed", checkEOS(ctx, *boot, adm, run))
 	finish()
 }
