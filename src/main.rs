@@ -164,10 +164,20 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 /// broker's log dir, one line each: `topic partition base_offset last_offset leader_epoch
 /// crc`, like kafka-dump-log.sh; the fault harness compares replicas with it.
 fn dump_log(args: &[String]) -> ExitCode {
+    const USAGE: &str = "usage: cairn dump-log LOG_DIR [TOPIC]";
     let Some(dir) = args.first() else {
-        eprintln!("usage: cairn dump-log LOG_DIR [TOPIC]");
+        eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
+    if dir == "-h" || dir == "--help" {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    // Opening a log dir creates it: a mistyped path must not become an empty data dir.
+    if !std::path::Path::new(dir).is_dir() {
+        eprintln!("cairn dump-log: {dir} is not a directory\n{USAGE}");
+        return ExitCode::from(2);
+    }
     let only = args.get(1);
     let run = || -> anyhow::Result<()> {
         let config = Config::load(None, Vec::new(), &[format!("log.dirs={dir}")])?;

@@ -269,6 +269,30 @@ fn a_log_dir_listed_twice_is_a_config_error() {
     );
 }
 
+/// `cairn dump-log` on a path that is not a log dir says so and creates nothing (opening a
+/// log dir creates it, so `dump-log --help` once made a data dir named `--help`).
+#[test]
+fn dump_log_refuses_a_missing_dir_and_answers_help() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("no-such-dir");
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["dump-log", missing.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a directory"), "{err}");
+    assert!(!missing.exists(), "dump-log created {}", missing.display());
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["dump-log", "--help"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("usage: cairn dump-log"));
+    assert!(!tmp.path().join("--help").exists());
+}
+
 /// Kafka 4's stock KRaft server.properties (combined mode, one node) runs Cairn unchanged:
 /// clients get the PLAINTEXT listener, never the CONTROLLER one.
 #[test]
