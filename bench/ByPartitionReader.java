@@ -28,8 +28,12 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * (sum over partitions of endOffset - beginningOffset), used to check that a
  * perf-test run really stored every acknowledged record.
  *
+ * With --read-committed it reads with isolation.level=read_committed (a topic written
+ * in transactions: control records take offsets, so gaps are expected) until every
+ * partition's position reaches its end offset (the LSO), and --expect counts records.
+ *
  * Usage: ByPartitionReader --bootstrap HOST:PORT --topic T [--expect N]
- *          [--offsets-only] [--stall-timeout-ms 30000]
+ *          [--offsets-only] [--read-committed] [--stall-timeout-ms 30000]
  * Exit status: 0 ok, 2 usage, 3 stalled / short read, 4 count mismatch with --expect.
  */
 public class ByPartitionReader {
@@ -37,12 +41,14 @@ public class ByPartitionReader {
         String bootstrap = null, topic = null;
         long expect = -1, stallTimeoutMs = 30000;
         boolean offsetsOnly = false;
+        boolean readCommitted = false;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--bootstrap": bootstrap = args[++i]; break;
                 case "--topic": topic = args[++i]; break;
                 case "--expect": expect = Long.parseLong(args[++i]); break;
                 case "--offsets-only": offsetsOnly = true; break;
+                case "--read-committed": readCommitted = true; break;
                 case "--stall-timeout-ms": stallTimeoutMs = Long.parseLong(args[++i]); break;
                 default:
                     System.err.println("unknown argument " + args[i]);
@@ -62,7 +68,7 @@ public class ByPartitionReader {
         // No consumer group: no group.id, no commits.
         p.put("enable.auto.commit", "false");
         p.put("auto.offset.reset", "earliest");
-        p.put("isolation.level", "read_uncommitted");
+        p.put("isolation.level", readCommitted ? "read_committed" : "read_uncommitted");
         // Fetch settings, explicit so both brokers see identical requests.
         p.put("fetch.min.bytes", "1");
         p.put("fetch.max.wait.ms", "500");
@@ -92,7 +98,7 @@ public class ByPartitionReader {
                 if (expect >= 0 && total != expect) System.exit(4);
                 return;
             }
-            if (expect >= 0 && total != expect) {
+            if (expect >= 0 && total != expect && !readCommitted) {
                 System.err.println("ByPartitionReader: WARNING end-beginning offsets sum to " + total
                         + " but " + expect + " records were expected; reading " + total);
             }
@@ -103,7 +109,7 @@ public class ByPartitionReader {
             long records = 0, bytes = 0, gaps = 0;
             long t0 = System.nanoTime();
             long lastProgress = t0;
-            while (records < total) {
+            while (readCommitted ? !caughtUp(c, tps, end) : records < total) {
                 ConsumerRecords<byte[], byte[]> recs = c.poll(Duration.ofMillis(100));
                 long now = System.nanoTime();
                 if (recs.isEmpty()) {
@@ -133,9 +139,22 @@ public class ByPartitionReader {
             double mb = bytes / (1024.0 * 1024.0);
             System.out.printf("RESULT records=%d bytes=%d ms=%.1f mb_per_s=%.2f rec_per_s=%.1f partitions=%d gaps=%d%n",
                     records, bytes, ms, mb / (ms / 1000.0), records / (ms / 1000.0), tps.size(), gaps);
-            if (gaps > 0) {
+            if (gaps > 0 && !readCommitted) {
                 System.err.println("ByPartitionReader: WARNING " + gaps + " offset discontinuities seen");
             }
+            if (readCommitted && expect >= 0 && records != expect) {
+                System.err.println("ByPartitionReader: read " + records + " committed records, expected " + expect);
+                System.exit(4);
+            }
         }
+    }
+
+    /** Whether every partition's position has reached its end offset (read_committed: the LSO). */
+    private static boolean caughtUp(KafkaConsumer<byte[], byte[]> c, List<TopicPartition> tps,
+                                    Map<TopicPartition, Long> end) {
+        for (TopicPartition tp : tps) {
+            if (c.position(tp) < end.get(tp)) return false;
+        }
+        return true;
     }
 }

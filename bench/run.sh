@@ -13,9 +13,11 @@
 #      ProducerPerformance (kafka-producer-perf-test) with 1 KiB records,
 #      --throughput -1, acks=1 and separately acks=all, linger.ms=5,
 #      batch.size=65536, compression.type=none; checks every record was
-#      acknowledged (records sent == N, no exception) and stored (end offsets)
+#      acknowledged (records sent == N, no exception) and stored (end offsets);
+#      and transactional (--transactional-id, --transaction-duration-ms TXN_MS)
 #   3. consume without a consumer group: bench/ByPartitionReader.java (assign()
 #      all partitions, seekToBeginning, read exactly the known record count)
+#      and, read_committed, the transactional topic (every record counted)
 #   4. consume in consumer groups: kafka-consumer-perf-test (ConsumerPerformance, one
 #      member; its rebalance.time.ms) and bench/GroupReader.java (3 members of one
 #      group over the 16 partitions: subscribe -> every member's first record, MB/s)
@@ -32,6 +34,7 @@
 #   BENCH_RECORDS        records per produce run (overrides the default above)
 #   BENCH_RUNS           runs per case (overrides the default above)
 #   BENCH_PARTITIONS     partitions per topic (default 16)
+#   BENCH_TXN_MS         transaction duration of the transactional produce (default 100)
 #   BENCH_WORKDIR        where broker data dirs go (default: a new /tmp/cairn-bench.XXXXXX)
 #   BENCH_KEEP=1         keep the broker data dirs afterwards
 #   BENCH_START_TIMEOUT  seconds to wait for the first produce (default 180)
@@ -77,6 +80,7 @@ START_TIMEOUT="${BENCH_START_TIMEOUT:-180}"
 KREF_TIMEOUT="${KAFKA_REF_TIMEOUT:-$START_TIMEOUT}"
 STEP_TIMEOUT="${BENCH_STEP_TIMEOUT:-900}"
 RECORD_SIZE=1024
+TXN_MS="${BENCH_TXN_MS:-100}"
 BOOT="127.0.0.1:$PORT"
 
 # Identical explicit client settings for both brokers.
@@ -236,20 +240,25 @@ create_topic() {  # broker topic
 }
 
 # produce run: broker acks run
-produce() {
-  local b="$1" acks="$2" run="$3" t="bench-acks$2-r$3" idem=false out err c0 c1 rc=0 line
+produce() {  # broker 1|all|txn run
+  local b="$1" acks="$2" run="$3" t="bench-acks$2-r$3" idem=false out err c0 c1 rc=0 line txn=()
+  local tag="$b-produce-acks$acks-r$run" k="p$2"
+  if [[ "$2" == txn ]]; then
+    # Transactions (acks=all, idempotent), one committed every TXN_MS.
+    acks=all t="bench-txn-r$run" tag="$b-produce-txn-r$run"
+    txn=(--transactional-id "bench-txn-$b-r$run" --transaction-duration-ms "$TXN_MS")
+  fi
   [[ "$acks" == all ]] && idem=true
-  local tag="$b-produce-acks$acks-r$run"
   out="$LOGS/$tag.out"; err="$LOGS/$tag.err"
   create_topic "$b" "$t" || return 0
-  log "$b: ProducerPerformance acks=$acks run $run: $N x $RECORD_SIZE B -> $t"
+  log "$b: ProducerPerformance ${txn[*]:-acks=$acks} run $run: $N x $RECORD_SIZE B -> $t"
   c0=$(cpu_ticks "$BPID")
   KAFKA_HEAP_OPTS="$CLIENT_HEAP" KAFKA_JVM_PERFORMANCE_OPTS="$CLIENT_JVM" \
     /usr/bin/time -f '%U %S %e' -o "$LOGS/$tag.time" \
     timeout "$STEP_TIMEOUT" "$KRUN" org.apache.kafka.tools.ProducerPerformance \
       --topic "$t" --num-records "$N" --record-size "$RECORD_SIZE" --throughput -1 \
       --producer-props bootstrap.servers="$BOOT" acks="$acks" enable.idempotence="$idem" "${PRODUCER_COMMON[@]}" \
-      > "$out" 2> "$err" || rc=$?
+      "${txn[@]}" > "$out" 2> "$err" || rc=$?
   c1=$(cpu_ticks "$BPID")
   broker_alive || { err "$b: broker process died during produce acks=$acks run $run"; return 0; }
   (( rc == 124 )) && { err "$b: produce acks=$acks run $run timed out after ${STEP_TIMEOUT}s (see $out, $err)"; return 0; }
@@ -266,13 +275,13 @@ produce() {
     err "$b: produce acks=$acks run $run: only $sent of $N records acknowledged, $nexc exception line(s); first: $(grep -m1 -E 'Exception' "$err" || true)"
     return 0
   fi
-  local stored
-  stored="$(reader "$QUICK_JVM" --topic "$t" --offsets-only 2>>"$LOGS/$tag.offsets.err" | sed -n 's/^OFFSETS total=\([0-9]*\).*/\1/p')"
+  local stored="$N"
+  # (A transactional topic's offsets include its markers: consume_committed counts its records.)
+  [[ "$2" == txn ]] || stored="$(reader "$QUICK_JVM" --topic "$t" --offsets-only 2>>"$LOGS/$tag.offsets.err" | sed -n 's/^OFFSETS total=\([0-9]*\).*/\1/p')"
   if [[ "$stored" != "$N" ]]; then
     err "$b: produce acks=$acks run $run: perf test acknowledged $N records but end-beginning offsets of $t sum to '${stored:-?}'"
     [[ -n "$stored" ]] && (( stored < N )) && return 0
   fi
-  local k="p$acks"
   record "$b" "${k}_recs" "$run" "${BASH_REMATCH[2]}"
   record "$b" "${k}_mbs" "$run" "${BASH_REMATCH[3]}"
   record "$b" "${k}_avg" "$run" "${BASH_REMATCH[4]}"
@@ -287,17 +296,20 @@ produce() {
   log "$b: $line"
 }
 
-consume() {  # broker run
-  local b="$1" run="$2" t="bench-acks1-r$2" tag="$1-consume-r$2" c0 c1 rc=0 line
-  if ! grep -q -P "^$b\tp1_mbs\t$run\t" "$RAW"; then
+consume() {  # broker run [committed]: the acks=1 topic, or read_committed the transactional one
+  local b="$1" run="$2" t="bench-acks1-r$2" tag="$1-consume-r$2" c0 c1 rc=0 line src=p1 k=c iso=()
+  if [[ "${3:-}" == committed ]]; then
+    t="bench-txn-r$run" tag="$b-consume-committed-r$run" src=ptxn k=ctx iso=(--read-committed)
+  fi
+  if ! grep -q -P "^$b\t${src}_mbs\t$run\t" "$RAW"; then
     err "$b: consume run $run skipped: topic $t was not fully produced"
     return 0
   fi
-  log "$b: ByPartitionReader run $run: all $PARTS partitions of $t, no consumer group"
+  log "$b: ByPartitionReader ${iso[*]} run $run: all $PARTS partitions of $t, no consumer group"
   c0=$(cpu_ticks "$BPID")
   /usr/bin/time -f '%U %S %e' -o "$LOGS/$tag.time" \
     timeout "$STEP_TIMEOUT" java $CLIENT_HEAP $CLIENT_JVM "$LOG4J" -cp "$CLASSES:$LIB/*" ByPartitionReader \
-      --bootstrap "$BOOT" --topic "$t" --expect "$N" > "$LOGS/$tag.out" 2> "$LOGS/$tag.err" || rc=$?
+      --bootstrap "$BOOT" --topic "$t" --expect "$N" "${iso[@]}" > "$LOGS/$tag.out" 2> "$LOGS/$tag.err" || rc=$?
   c1=$(cpu_ticks "$BPID")
   broker_alive || { err "$b: broker process died during consume run $run"; return 0; }
   line="$(grep '^RESULT' "$LOGS/$tag.out" | tail -n 1 || true)"
@@ -311,12 +323,13 @@ consume() {  # broker run
   rps="$(sed -n 's/.* rec_per_s=\([0-9.]*\) .*/\1/p' <<<"$line")"
   gaps="$(sed -n 's/.* gaps=\([0-9]*\).*/\1/p' <<<"$line")"
   [[ "$recs" == "$N" ]] || err "$b: consume run $run read $recs records, expected $N"
-  [[ "$gaps" == 0 ]] || err "$b: consume run $run saw $gaps offset discontinuities"
-  record "$b" c_mbs "$run" "$mbs"
-  record "$b" c_recs "$run" "$rps"
+  # (Markers take offsets: a read_committed read of a transactional topic has gaps.)
+  [[ "$gaps" == 0 || "$k" == ctx ]] || err "$b: consume run $run saw $gaps offset discontinuities"
+  record "$b" "${k}_mbs" "$run" "$mbs"
+  record "$b" "${k}_recs" "$run" "$rps"
   local gib; gib="$(awk -v n="$N" -v s="$RECORD_SIZE" 'BEGIN{print n*s/1073741824}')"
-  record "$b" c_bcpu "$run" "$(awk -v d=$((c1 - c0)) -v hz="$CLK_TCK" -v g="$gib" 'BEGIN{printf "%.2f", d/hz/g}')"
-  record "$b" c_ccpu "$run" "$(awk '{ if ($3 > 0) printf "%.2f", ($1 + $2) / $3 }' "$LOGS/$tag.time")"
+  record "$b" "${k}_bcpu" "$run" "$(awk -v d=$((c1 - c0)) -v hz="$CLK_TCK" -v g="$gib" 'BEGIN{printf "%.2f", d/hz/g}')"
+  record "$b" "${k}_ccpu" "$run" "$(awk '{ if ($3 > 0) printf "%.2f", ($1 + $2) / $3 }' "$LOGS/$tag.time")"
   log "$b: $line"
 }
 
@@ -375,9 +388,13 @@ workload() {  # broker
     broker_alive || return 0
     produce "$b" all "$r"
     broker_alive || return 0
+    produce "$b" txn "$r"
+    broker_alive || return 0
   done
   for r in $(seq "$RUNS"); do
     consume "$b" "$r"
+    broker_alive || return 0
+    consume "$b" "$r" committed
     broker_alive || return 0
   done
   for r in $(seq "$RUNS"); do
@@ -518,10 +535,17 @@ ROWS=(
   "pall_p999|Produce acks=all: p99.9 latency (ms)|0|lower"
   "pall_bcpu|Produce acks=all: broker CPU-s per GiB|2|lower"
   "pall_ccpu|Produce acks=all: client CPU (cores, info)|2|info"
+  "ptxn_mbs|Produce in transactions (every ${TXN_MS} ms): MB/s|1|higher"
+  "ptxn_recs|Produce in transactions: records/s|0|higher"
+  "ptxn_avg|Produce in transactions: avg latency (ms)|1|lower"
+  "ptxn_p99|Produce in transactions: p99 latency (ms)|0|lower"
+  "ptxn_bcpu|Produce in transactions: broker CPU-s per GiB|2|lower"
   "c_mbs|Consume by partition (no group): MB/s|1|higher"
   "c_recs|Consume by partition (no group): records/s|0|higher"
   "c_bcpu|Consume: broker CPU-s per GiB|2|lower"
   "c_ccpu|Consume: client CPU (cores, info)|2|info"
+  "ctx_mbs|Consume read_committed, the transactional topic: MB/s|1|higher"
+  "ctx_bcpu|Consume read_committed: broker CPU-s per GiB|2|lower"
   "cp_mbs|Consume in a group (kafka-consumer-perf-test, 1 member): MB/s|1|higher"
   "cp_rebal|kafka-consumer-perf-test rebalance time (ms, join to assignment)|0|lower"
   "g3_mbs|Consume in a group of 3 members (GroupReader, 16 partitions): MB/s|1|higher"
@@ -560,7 +584,7 @@ MD="$RESULTS/latest.md"
     printf '| %s | %s | %s | %s | %s |\n' "$label" "$(fmt "$k" "$dec")" "$(fmt "$c" "$dec")" "$(ratio "$c" "$k")" "$reads"
   done
   echo
-  echo "Runs per cell (median of): $(for b in kafka cairn; do printf '%s: %s. ' "$b" "$(nruns "$b" p1_mbs)/$RUNS produce acks=1, $(nruns "$b" pall_mbs)/$RUNS acks=all, $(nruns "$b" c_mbs)/$RUNS consume, $(nruns "$b" cp_mbs)/$RUNS consumer-perf-test, $(nruns "$b" g3_mbs)/$RUNS group of 3"; done)"
+  echo "Runs per cell (median of): $(for b in kafka cairn; do printf '%s: %s. ' "$b" "$(nruns "$b" p1_mbs)/$RUNS produce acks=1, $(nruns "$b" pall_mbs)/$RUNS acks=all, $(nruns "$b" ptxn_mbs)/$RUNS transactional, $(nruns "$b" c_mbs)/$RUNS consume, $(nruns "$b" ctx_mbs)/$RUNS read_committed, $(nruns "$b" cp_mbs)/$RUNS consumer-perf-test, $(nruns "$b" g3_mbs)/$RUNS group of 3"; done)"
   if (( ${#ERRORS[@]} )); then
     echo
     echo "## Errors"
