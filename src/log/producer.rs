@@ -150,7 +150,18 @@ impl ProducerState {
     pub fn check(state: Option<&ProducerState>, h: &BatchHeader) -> Result<SeqCheck> {
         let Some(s) = state else {
             // No state (a new producer, or its state was removed with the log): Kafka accepts
-            // any sequence, since it cannot tell a gap from a fresh start.
+            // any sequence, since it cannot tell a gap from a fresh start. Not for a
+            // transactional batch: its producer's first batch here is sequence 0, and a later
+            // one whose partition was added to the transaction sooner (transaction version 2
+            // adds it at the first Produce, which may wait on the last transaction's end) must
+            // wait for it, as Kafka's verification state makes it; appended first, it would
+            // leave the first refused for ever.
+            if h.is_transactional() && h.base_sequence != 0 {
+                return Err(Error::OutOfOrderSequence {
+                    expected: 0,
+                    got: h.base_sequence,
+                });
+            }
             return Ok(SeqCheck::Append);
         };
         if h.producer_epoch < s.epoch {
@@ -326,6 +337,28 @@ mod tests {
         ));
         assert_eq!(
             ProducerState::check(Some(&s), &header(5, 0, 37)).unwrap(),
+            SeqCheck::Append
+        );
+    }
+
+    /// A producer's first transactional batch on a partition starts at sequence 0; a later
+    /// one that arrives first waits (idempotent batches stay accepted at any sequence).
+    #[test]
+    fn a_new_producers_transactional_batches_start_at_zero() {
+        let vals: Vec<&[u8]> = vec![&b"v"[..]; 3];
+        let txn = |seq| {
+            BatchHeader::parse(&crate::log::batch::tests::txn_batch(&vals, (1, 0, seq))).unwrap()
+        };
+        assert!(matches!(
+            ProducerState::check(None, &txn(63)),
+            Err(Error::OutOfOrderSequence {
+                expected: 0,
+                got: 63
+            })
+        ));
+        assert_eq!(ProducerState::check(None, &txn(0)).unwrap(), SeqCheck::Append);
+        assert_eq!(
+            ProducerState::check(None, &header(0, 63, 3)).unwrap(),
             SeqCheck::Append
         );
     }
