@@ -564,7 +564,11 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
             assert_eq!(r.error_code, 0, "{at}");
             if v >= 5 {
                 // Transaction version 2: the epoch is bumped at every end.
-                assert_eq!((r.producer_id.0, r.producer_epoch), (pid, epoch + 1), "{at}");
+                assert_eq!(
+                    (r.producer_id.0, r.producer_epoch),
+                    (pid, epoch + 1),
+                    "{at}"
+                );
             }
         }
         ApiKey::WriteTxnMarkers => {
@@ -848,7 +852,11 @@ fn api_versions_lists_the_transaction_version_feature() {
         .map(|f| (f.name.to_string(), f.min_version_level, f.max_version_level))
         .collect();
     assert_eq!(finalized, [("transaction.version".to_string(), 2, 2)]);
-    assert!(r.finalized_features_epoch >= 0, "{}", r.finalized_features_epoch);
+    assert!(
+        r.finalized_features_epoch >= 0,
+        "{}",
+        r.finalized_features_epoch
+    );
     let old: ApiVersionsResponse = c.send(ApiKey::ApiVersions, 2, &ApiVersionsRequest::default());
     assert!(old.supported_features.is_empty() && old.finalized_features.is_empty());
 }

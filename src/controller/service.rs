@@ -369,12 +369,14 @@ impl ControllerNode {
                     );
                 }
                 let mut records = vec![Record::ClusterId { id }];
-                records.extend(super::metadata::BOOTSTRAP_FEATURES.iter().map(|(name, level)| {
-                    Record::FeatureLevel {
-                        name: name.to_string(),
-                        level: *level,
-                    }
-                }));
+                records.extend(
+                    super::metadata::BOOTSTRAP_FEATURES
+                        .iter()
+                        .map(|(name, level)| Record::FeatureLevel {
+                            name: name.to_string(),
+                            level: *level,
+                        }),
+                );
                 records.extend(carried);
                 self.raft
                     .client_write(records)

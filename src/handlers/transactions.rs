@@ -289,18 +289,20 @@ pub async fn txn_offset_commit(
     };
     let r = match verified {
         Err(e) => Err(e),
-        Ok(()) => broker
-        .groups
-        .txn_commit(
-            &req.group_id,
-            req.producer_id.0,
-            req.producer_epoch,
-            &member,
-            instance.as_deref(),
-            generation,
-            offsets,
-        )
-        .await,
+        Ok(()) => {
+            broker
+                .groups
+                .txn_commit(
+                    &req.group_id,
+                    req.producer_id.0,
+                    req.producer_epoch,
+                    &member,
+                    instance.as_deref(),
+                    generation,
+                    offsets,
+                )
+                .await
+        }
     };
     let c = code(r);
     let topics = req

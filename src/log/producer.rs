@@ -356,7 +356,10 @@ mod tests {
                 got: 63
             })
         ));
-        assert_eq!(ProducerState::check(None, &txn(0)).unwrap(), SeqCheck::Append);
+        assert_eq!(
+            ProducerState::check(None, &txn(0)).unwrap(),
+            SeqCheck::Append
+        );
         assert_eq!(
             ProducerState::check(None, &header(0, 63, 3)).unwrap(),
             SeqCheck::Append
