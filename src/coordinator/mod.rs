@@ -84,6 +84,9 @@ pub trait GroupLog: Send + Sync + 'static {
 
     /// The partition of the internal topic `id` lives in, once the topic is known.
     fn partition_of(&self, id: &str) -> Option<i32>;
+
+    /// As [`Self::check`], for a whole partition of the internal topic.
+    fn check_partition(&self, partition: i32) -> std::result::Result<(), ResponseError>;
 }
 
 /// A coordinator whose state lives in an internal topic, as the replication layer drives
@@ -519,6 +522,12 @@ impl Coordinator {
         commit: bool,
     ) -> Result<()> {
         let log = self.log.get().cloned();
+        // Until the partition's groups are loaded their pending offsets are not in memory:
+        // a marker applied now would find nothing and be lost. The transaction
+        // coordinator retries it.
+        if let Some(log) = &log {
+            log.check_partition(partition).map_err(Error::Transaction)?;
+        }
         let in_partition = |group: &str| {
             log.as_ref()
                 .is_none_or(|l| l.partition_of(group) == Some(partition))
@@ -1509,6 +1518,9 @@ mod tests {
         fn partition_of(&self, _group: &str) -> Option<i32> {
             Some(0)
         }
+        fn check_partition(&self, _partition: i32) -> std::result::Result<(), ResponseError> {
+            Ok(())
+        }
         fn submit(&self, _group: &str, changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {
             let (tx, rx) = oneshot::channel();
             let ok = self.accept.load(std::sync::atomic::Ordering::SeqCst);
@@ -1538,6 +1550,9 @@ mod tests {
         }
         fn partition_of(&self, _group: &str) -> Option<i32> {
             None
+        }
+        fn check_partition(&self, _partition: i32) -> std::result::Result<(), ResponseError> {
+            Err(self.0)
         }
         fn submit(&self, _group: &str, _changes: Vec<GroupChange>) -> oneshot::Receiver<bool> {
             unreachable!("nothing is written for a group this broker does not coordinate")
@@ -1614,6 +1629,31 @@ mod tests {
             .consumer_heartbeat("g", consumer_hb("a", 0), &|_| Some(1))
             .await;
         assert_eq!(ok.error, None);
+    }
+
+    /// A marker reaching a partition whose groups are still loading must be refused (the
+    /// transaction coordinator retries it), not applied to nothing: the fault harness saw
+    /// a new group coordinator drop a COMMIT that way, and the copier read its input twice.
+    #[tokio::test]
+    async fn a_marker_for_a_partition_still_loading_is_refused_and_changes_nothing() {
+        let store = Arc::new(MemoryStore::default());
+        let c = Coordinator::open(store.clone(), config()).unwrap();
+        c.txn_commit("g", 7, 5, "", None, -1, offset(10))
+            .await
+            .unwrap();
+        let c = Coordinator::open(store, config()).unwrap();
+        c.replicate_through(Arc::new(Elsewhere(
+            ResponseError::CoordinatorLoadInProgress,
+        )));
+        assert!(matches!(
+            c.complete_txn_offsets(0, 7, 6, true).await,
+            Err(Error::Transaction(ResponseError::CoordinatorLoadInProgress))
+        ));
+        c.load(&|_| true).unwrap();
+        assert!(
+            c.has_pending("g", "t", 0),
+            "the offsets wait for the retried marker"
+        );
     }
 
     /// A marker from a coordinator that lost the transactional id, for a transaction

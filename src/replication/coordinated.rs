@@ -378,6 +378,14 @@ impl GroupLog for CoordinatorPartitions {
         self.count().map(|n| partition_for(id, n))
     }
 
+    fn check_partition(&self, partition: i32) -> std::result::Result<(), ResponseError> {
+        match lock(&self.slots).get(&partition) {
+            Some(Slot::Loaded(_)) => Ok(()),
+            Some(Slot::Loading(_)) => Err(ResponseError::CoordinatorLoadInProgress),
+            None => Err(ResponseError::NotCoordinator),
+        }
+    }
+
     fn epoch(&self, id: &str) -> Option<i32> {
         let n = self.count()?;
         match lock(&self.slots).get(&partition_for(id, n)) {
