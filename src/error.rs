@@ -55,6 +55,10 @@ pub enum Error {
     FencedLeaderEpoch { got: i32, current: i32 },
     #[error("leader epoch {got} is newer than the current leader epoch {current}")]
     UnknownLeaderEpoch { got: i32, current: i32 },
+    #[error(
+        "the high watermark {hw} lags the start of this leader's epoch at {epoch_start}: retry"
+    )]
+    OffsetNotAvailable { hw: i64, epoch_start: i64 },
     #[error("in-sync replicas {isr} are fewer than min.insync.replicas {min}")]
     NotEnoughReplicas { isr: usize, min: i32 },
     #[error("compression type {0} is not supported")]
@@ -106,6 +110,7 @@ impl Error {
             Error::Transaction(e) => *e,
             Error::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
             Error::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
+            Error::OffsetNotAvailable { .. } => ResponseError::OffsetNotAvailable,
             Error::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
             Error::UnsupportedCompressionType(_) => ResponseError::UnsupportedCompressionType,
             Error::FetchSessionIdNotFound(_) => ResponseError::FetchSessionIdNotFound,

@@ -31,13 +31,17 @@ pub async fn handle(
         1 => ReadUpTo::LastStable,
         _ => ReadUpTo::HighWatermark,
     };
+    // Consumers (replica id -1), not followers or debugging tools.
+    let client = req.replica_id == -1;
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
             let r = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
             let result = match broker.led_partition(&t.name, p.partition_index) {
-                Ok((_, part)) => lookup(&part, p.current_leader_epoch, p.timestamp, upto).await,
+                Ok((_, part)) => {
+                    lookup(&part, p.current_leader_epoch, p.timestamp, upto, client).await
+                }
                 Err(e) => Err(e),
             };
             partitions.push(match result {
@@ -61,24 +65,43 @@ pub async fn handle(
 }
 
 /// (offset, timestamp, leader epoch) for one partition; -1s when nothing matches.
+///
+/// Right after an election the new leader's HW can be below offsets the old leader had
+/// already exposed; a "latest" (or later-than-fetchable) answer then would send a consumer
+/// backwards, so clients get OFFSET_NOT_AVAILABLE and retry, as Kafka's
+/// `Partition.fetchOffsetForTimestamp` answers.
 async fn lookup(
     part: &Partition,
     current_leader_epoch: i32,
     timestamp: i64,
     upto: ReadUpTo,
+    client: bool,
 ) -> Result<(i64, i64, i32)> {
     let log = &part.log;
     log.check_leader_epoch(current_leader_epoch)?;
     let o = log.offsets();
+    let lagging = || match client {
+        true => log.check_hw_caught_up(),
+        false => Ok(()),
+    };
+    let fetchable = match upto {
+        ReadUpTo::LastStable => o.last_stable,
+        _ => o.high_watermark,
+    };
     let found = match timestamp {
-        LATEST if upto == ReadUpTo::LastStable => Some((o.last_stable, -1)),
-        LATEST => Some((o.high_watermark, -1)),
+        LATEST => {
+            lagging()?;
+            Some((fetchable, -1))
+        }
         EARLIEST | EARLIEST_LOCAL => Some((o.log_start, -1)),
         MAX_TIMESTAMP => log.max_timestamp(upto).await?,
         t if t >= 0 => log.offset_for_timestamp(t, upto).await?,
         // Tiered-storage lookups (-5 and below): nothing is tiered.
         _ => None,
     };
+    if timestamp != LATEST && found.is_some_and(|(offset, _)| offset >= fetchable) {
+        lagging()?;
+    }
     Ok(match found {
         Some((offset, ts)) => (offset, ts, log.epoch_at(offset)),
         None => (-1, -1, -1),

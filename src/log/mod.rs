@@ -89,6 +89,9 @@ pub struct Offsets {
     pub last_stable: i64,
     pub log_end: i64,
     pub leader_epoch: i32,
+    /// Where the current leader epoch began in this log (-1: not in the epoch cache). A
+    /// new leader's HW can lag it until the followers have fetched.
+    pub epoch_start: i64,
 }
 
 /// A producer as DescribeProducers shows it.
@@ -316,6 +319,11 @@ impl PartitionLog {
             last_stable: s.last_stable(),
             log_end: s.leo,
             leader_epoch: s.leader_epoch,
+            epoch_start: s
+                .epochs
+                .iter()
+                .find(|e| e.0 == s.leader_epoch)
+                .map_or(-1, |e| e.1),
         }
     }
 
@@ -743,6 +751,20 @@ impl PartitionLog {
             .find(|(_, start)| *start <= offset)
             .map(|(e, _)| *e)
             .unwrap_or(s.leader_epoch)
+    }
+
+    /// Whether the HW has reached the start of the current leader epoch. A new leader's HW
+    /// can lag what the old leader had already exposed until the followers fetch; Kafka
+    /// answers OFFSET_NOT_AVAILABLE (retriable) to consumers' "latest" lookups meanwhile.
+    pub fn check_hw_caught_up(&self) -> Result<()> {
+        let o = self.offsets();
+        match o.epoch_start > o.high_watermark {
+            true => Err(Error::OffsetNotAvailable {
+                hw: o.high_watermark,
+                epoch_start: o.epoch_start,
+            }),
+            false => Ok(()),
+        }
     }
 
     /// Checks a client's idea of the leader epoch against ours (-1: no check).
@@ -1343,6 +1365,20 @@ mod tests {
         assert_eq!(leader.offsets().high_watermark, 0);
         assert_eq!(leader.advance_hw(2), 2);
         assert_eq!(leader.advance_hw(1), 2, "the HW never goes back");
+        leader.check_hw_caught_up().unwrap();
+        // Re-elected (epoch 2 starts at the LEO, 3): until the HW gets there, consumers
+        // asking for the latest offset are told to retry.
+        leader.set_role(2, true, false);
+        assert_eq!(leader.offsets().epoch_start, 3);
+        assert!(matches!(
+            leader.check_hw_caught_up(),
+            Err(Error::OffsetNotAvailable {
+                hw: 2,
+                epoch_start: 3
+            })
+        ));
+        leader.advance_hw(3);
+        leader.check_hw_caught_up().unwrap();
 
         let follower = log(&fs);
         follower.set_role(1, false, false);
