@@ -162,7 +162,9 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 
 /// `cairn dump-log LOG_DIR [TOPIC]`: every batch of every partition kept in a (stopped)
 /// broker's log dir, one line each: `topic partition base_offset last_offset leader_epoch
-/// crc`, like kafka-dump-log.sh; the fault harness compares replicas with it.
+/// crc` and the producer (id, epoch, sequence; `txn` for transactional batches) or, for a
+/// transaction marker, which end and whose; like kafka-dump-log.sh. The fault harness
+/// compares replicas with it.
 fn dump_log(args: &[String]) -> ExitCode {
     const USAGE: &str = "usage: cairn dump-log LOG_DIR [TOPIC]";
     let Some(dir) = args.first() else {
@@ -230,6 +232,15 @@ fn dump_log(args: &[String]) -> ExitCode {
                                 h.producer_epoch,
                                 cairn::log::batch::marker_coordinator_epoch(batch, &h)
                                     .unwrap_or(-1)
+                            )?,
+                            // Idempotent and transactional batches: who wrote them.
+                            None if h.producer_id >= 0 => writeln!(
+                                out,
+                                " producer={} epoch={} seq={}{}",
+                                h.producer_id,
+                                h.producer_epoch,
+                                h.base_sequence,
+                                if h.is_transactional() { " txn" } else { "" }
                             )?,
                             None => writeln!(out)?,
                         }
