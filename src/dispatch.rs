@@ -122,6 +122,7 @@ apis! {
     IncrementalAlterConfigs: 0..=1 => always handlers::configs::incremental_alter,
     OffsetDelete: 0..=0 => always handlers::offsets::delete,
     DescribeCluster: 0..=2 => always handlers::describe_cluster::handle,
+    UpdateFeatures: 0..=2 => always handlers::features::handle,
     DescribeQuorum: 0..=2 => always handlers::describe_quorum::handle,
     DescribeProducers: 0..=0 => always handlers::transactions::describe_producers,
     DescribeTransactions: 0..=0 => always handlers::transactions::describe_transactions,

@@ -243,6 +243,33 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
             assert_eq!(r.error_code, 0, "{at}");
             assert_eq!(r.brokers.len(), 1, "{at}");
         }
+        ApiKey::UpdateFeatures => {
+            // The level a new cluster already has: a no-op upgrade, answered as done.
+            let u = update_features_request::FeatureUpdateKey::default()
+                .with_feature(s("transaction.version"))
+                .with_max_version_level(2);
+            let u = match v {
+                0 => u,
+                _ => u.with_upgrade_type(1),
+            };
+            let r: UpdateFeaturesResponse = c.send(
+                api,
+                v,
+                &UpdateFeaturesRequest::default()
+                    .with_timeout_ms(30_000)
+                    .with_feature_updates(vec![u]),
+            );
+            assert_eq!(r.error_code, 0, "{at}: {:?}", r.error_message);
+            let results: Vec<_> = r
+                .results
+                .iter()
+                .map(|x| (x.feature.to_string(), x.error_code))
+                .collect();
+            match v {
+                0 | 1 => assert_eq!(results, [("transaction.version".to_string(), 0)], "{at}"),
+                _ => assert!(results.is_empty(), "{at}"),
+            }
+        }
         ApiKey::DescribeTopicPartitions => {
             let req = DescribeTopicPartitionsRequest::default()
                 .with_response_partition_limit(100)
@@ -830,6 +857,97 @@ fn every_advertised_api_answers_at_every_advertised_version() {
     // The same connection served all of them, in order.
     let r: ApiVersionsResponse = c.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
     assert_eq!(r.error_code, 0);
+}
+
+/// UpdateFeatures moves `transaction.version` as `kafka-features` asks (what ApiVersions
+/// shows follows), refuses what Kafka refuses with INVALID_UPDATE_VERSION and its
+/// message, and changes nothing when validating only or when any update is refused.
+#[test]
+fn update_features_moves_the_transaction_version() {
+    let b = Broker::start();
+    let mut c = b.client();
+    let update = |c: &mut Client, updates: &[(&str, i16, i8)], validate_only: bool| {
+        let req = UpdateFeaturesRequest::default()
+            .with_timeout_ms(30_000)
+            .with_validate_only(validate_only)
+            .with_feature_updates(
+                updates
+                    .iter()
+                    .map(|(f, level, kind)| {
+                        update_features_request::FeatureUpdateKey::default()
+                            .with_feature(s(f))
+                            .with_max_version_level(*level)
+                            .with_upgrade_type(*kind)
+                    })
+                    .collect(),
+            );
+        let r: UpdateFeaturesResponse = c.send(ApiKey::UpdateFeatures, 1, &req);
+        (
+            r.error_code,
+            r.error_message.map(|m| m.to_string()).unwrap_or_default(),
+        )
+    };
+    let level = |c: &mut Client| {
+        let r: ApiVersionsResponse = c.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+        let l = r
+            .finalized_features
+            .iter()
+            .find(|f| f.name.as_str() == "transaction.version")
+            .map_or(0, |f| f.max_version_level);
+        (l, r.finalized_features_epoch)
+    };
+    let (start, epoch) = level(&mut c);
+    assert_eq!(start, 2);
+    let invalid = ResponseError::InvalidUpdateVersion.code();
+
+    // A downgrade asked as an upgrade, an upgrade asked as a downgrade, levels and
+    // features this release lacks, an unknown upgrade type: refused, nothing changes.
+    let (e, m) = update(&mut c, &[("transaction.version", 1, 1)], false);
+    assert_eq!(e, invalid);
+    assert!(m.contains("without setting the upgrade type"), "{m}");
+    let (e, m) = update(&mut c, &[("transaction.version", 3, 1)], false);
+    assert_eq!(e, invalid);
+    assert!(m.contains("only supports versions 0-2"), "{m}");
+    let (e, m) = update(
+        &mut c,
+        &[("transaction.version", 1, 2), ("no.such.feature", 1, 1)],
+        false,
+    );
+    assert_eq!(e, invalid);
+    assert!(m.contains("no.such.feature"), "{m}");
+    let (e, _) = update(&mut c, &[("transaction.version", 1, 9)], false);
+    assert_eq!(e, invalid);
+    // Validating only changes nothing either.
+    assert_eq!(update(&mut c, &[("transaction.version", 1, 2)], true).0, 0);
+    assert_eq!(
+        level(&mut c),
+        (2, epoch),
+        "refused or validated updates wrote nothing"
+    );
+
+    // A safe downgrade to 1, then an unsafe one to 0 (no level left), then back up to 2.
+    assert_eq!(update(&mut c, &[("transaction.version", 1, 2)], false).0, 0);
+    let (l, e1) = level(&mut c);
+    assert_eq!(l, 1);
+    assert!(e1 > epoch, "the features epoch moves with every change");
+    assert_eq!(update(&mut c, &[("transaction.version", 0, 3)], false).0, 0);
+    assert_eq!(level(&mut c).0, 0);
+    let (e, m) = update(&mut c, &[("transaction.version", 1, 2)], false);
+    assert_eq!(e, invalid);
+    assert!(m.contains("newer version"), "{m}");
+    assert_eq!(update(&mut c, &[("transaction.version", 2, 1)], false).0, 0);
+    assert_eq!(level(&mut c).0, 2);
+
+    // v0 says "downgrade" with a flag.
+    let v0 = UpdateFeaturesRequest::default()
+        .with_timeout_ms(30_000)
+        .with_feature_updates(vec![update_features_request::FeatureUpdateKey::default()
+            .with_feature(s("transaction.version"))
+            .with_max_version_level(1)
+            .with_allow_downgrade(true)]);
+    let r: UpdateFeaturesResponse = c.send(ApiKey::UpdateFeatures, 0, &v0);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert_eq!(level(&mut c).0, 1);
 }
 
 /// ApiVersions v3+ lists the cluster features: `transaction.version` supported up to 2

@@ -14,7 +14,7 @@
 #   KEEP_WORK=1    keep the work directory (tool outputs) even if all pass
 #   ONLY="re"      run only the check groups whose name matches the regex
 #                  (topics console get_offsets configs delete_records verifiable groups
-#                  transactions);
+#                  transactions features);
 #                  broker-api-versions always runs
 set -uo pipefail
 DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -335,6 +335,33 @@ check_transactions() {
   else fail transactions-describe-producers "$(why $rc tdp) stdout: $(snip "$WORK/tdp.out")"; fi
 }
 
+# ---------------------------------------------------------------- kafka-features
+# describe, a downgrade of transaction.version and the upgrade back to 2 (where a new
+# cluster starts), and an upgrade past what the broker supports, which must fail with the
+# controller's reason. Runs last: producers between the downgrade and the upgrade would
+# use transaction version 1.
+check_features() {
+  local F=org.apache.kafka.tools.FeatureCommand rc
+  tv_level() { grep -oP "^Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: \K[0-9]+" "$WORK/$1.out"; }
+  tool fd0 $F "${B[@]}" describe; rc=$?
+  if [[ $rc -eq 0 && "$(tv_level fd0)" == 2 ]]; then pass features-describe
+  else fail features-describe "$(why $rc fd0) stdout: $(snip "$WORK/fd0.out")"; fi
+  tool fdown $F "${B[@]}" downgrade --feature transaction.version=1; rc=$?
+  tool fd1 $F "${B[@]}" describe
+  if [[ $rc -eq 0 ]] && grep -q "^transaction.version was downgraded to 1." "$WORK/fdown.out" && [[ "$(tv_level fd1)" == 1 ]]; then
+    pass features-downgrade
+  else fail features-downgrade "$(why $rc fdown) stdout: $(snip "$WORK/fdown.out") then: $(snip "$WORK/fd1.out")"; fi
+  tool fup $F "${B[@]}" upgrade --feature transaction.version=2; rc=$?
+  tool fd2 $F "${B[@]}" describe
+  if [[ $rc -eq 0 ]] && grep -q "^transaction.version was upgraded to 2." "$WORK/fup.out" && [[ "$(tv_level fd2)" == 2 ]]; then
+    pass features-upgrade
+  else fail features-upgrade "$(why $rc fup) stdout: $(snip "$WORK/fup.out") then: $(snip "$WORK/fd2.out")"; fi
+  tool fbad $F "${B[@]}" upgrade --feature transaction.version=9; rc=$?
+  if [[ $rc -ne 0 ]] && grep -q "^Could not upgrade transaction.version to 9. Invalid update version 9" "$WORK/fbad.out"; then
+    pass features-upgrade-refused
+  else fail features-upgrade-refused "want a refusal; exit $rc, stdout: $(snip "$WORK/fbad.out")"; fi
+}
+
 # shellcheck source=groups.sh
 source "$DIR/groups.sh"
 
@@ -351,6 +378,7 @@ fi
 want verifiable && check_verifiable
 want groups && check_groups
 want transactions && check_transactions
+want features && check_features
 
 echo "java-tools: run took $(( ($(now_ms) - T_START) / 1000 ))s; outputs in $WORK" >&2
 if [[ $FAILED -eq 0 && "${KEEP_WORK:-0}" != 1 ]]; then rm -rf "$WORK"; fi

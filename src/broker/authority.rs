@@ -129,6 +129,15 @@ impl Broker {
         self.quorum()?.elect_preferred(topic, index).await
     }
 
+    /// UpdateFeatures: new finalized levels for cluster features, decided by the controller.
+    pub async fn update_features(
+        &self,
+        updates: Vec<crate::controller::metadata::FeatureUpdate>,
+        validate_only: bool,
+    ) -> Result<()> {
+        self.quorum()?.update_features(updates, validate_only).await
+    }
+
     /// Starts, replaces or (`target: None`) cancels the reassignment of `topic`-`index`.
     pub async fn reassign(
         &self,

@@ -168,6 +168,35 @@ pub enum Record {
 /// bumped at the end of every transaction and partition leaders add partitions to it.
 pub const TRANSACTION_VERSION: &str = "transaction.version";
 
+/// How UpdateFeatures may move a feature (v0's `allow_downgrade` is a safe downgrade).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UpgradeType {
+    Upgrade,
+    SafeDowngrade,
+    UnsafeDowngrade,
+}
+
+impl UpgradeType {
+    /// The wire value (1, 2, 3); anything else is unknown.
+    pub fn from_wire(v: i8) -> Option<UpgradeType> {
+        match v {
+            1 => Some(UpgradeType::Upgrade),
+            2 => Some(UpgradeType::SafeDowngrade),
+            3 => Some(UpgradeType::UnsafeDowngrade),
+            _ => None,
+        }
+    }
+}
+
+/// One feature of an UpdateFeatures request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeatureUpdate {
+    pub name: String,
+    /// The new finalized level; 0 removes the feature.
+    pub level: i16,
+    pub kind: UpgradeType,
+}
+
 /// The features this release supports, with the levels it can run: (name, min, max).
 pub const SUPPORTED_FEATURES: &[(&str, i16, i16)] = &[(TRANSACTION_VERSION, 0, 2)];
 
@@ -415,6 +444,63 @@ impl Image {
     }
 
     // ---- decisions (on the active controller) ------------------------------------------
+
+    /// UpdateFeatures (KIP-584, `kafka-features upgrade/downgrade`): the records that set
+    /// each feature to its new level, all or none, as Kafka's `FeatureControlManager`
+    /// decides. A level this release does not support, a downgrade asked as an upgrade or
+    /// an upgrade asked as a downgrade is INVALID_UPDATE_VERSION with Kafka's message.
+    pub fn update_features(
+        &self,
+        updates: &[FeatureUpdate],
+    ) -> Result<Vec<Record>, (ResponseError, String)> {
+        let mut records = Vec::with_capacity(updates.len());
+        for u in updates {
+            let invalid = |why: String| {
+                (
+                    ResponseError::InvalidUpdateVersion,
+                    format!(
+                        "Invalid update version {} for feature {}. {why}",
+                        u.level, u.name
+                    ),
+                )
+            };
+            let current = self.feature(&u.name);
+            if u.level < 0 {
+                return Err(invalid("A feature version cannot be less than 0.".into()));
+            }
+            match SUPPORTED_FEATURES.iter().find(|(n, _, _)| *n == u.name) {
+                None => {
+                    return Err(invalid(
+                        "The controller does not support this feature.".into(),
+                    ))
+                }
+                Some((_, min, max)) if u.level < *min || u.level > *max => {
+                    return Err(invalid(format!(
+                        "The controller only supports versions {min}-{max}."
+                    )))
+                }
+                Some(_) => {}
+            }
+            match u.kind {
+                UpgradeType::Upgrade if u.level < current => {
+                    return Err(invalid(
+                        "Can't downgrade the version of this feature without setting the \
+                         upgrade type to either safe or unsafe downgrade."
+                            .into(),
+                    ))
+                }
+                UpgradeType::SafeDowngrade | UpgradeType::UnsafeDowngrade if u.level > current => {
+                    return Err(invalid("Can't downgrade to a newer version.".into()))
+                }
+                _ => {}
+            }
+            records.push(Record::FeatureLevel {
+                name: u.name.clone(),
+                level: u.level,
+            });
+        }
+        Ok(records)
+    }
 
     /// BrokerRegistration: a new epoch for `id` (the broker starts fenced).
     pub fn register_broker(
@@ -1113,6 +1199,78 @@ mod tests {
         let old: Image = serde_json::from_value(old).unwrap();
         assert!(old.features.is_empty());
         assert_eq!(old.features_epoch, -1);
+    }
+
+    #[test]
+    fn update_features_moves_levels_as_kafka_allows() {
+        let mut log = Log::new();
+        let tv = |level, kind| FeatureUpdate {
+            name: TRANSACTION_VERSION.into(),
+            level,
+            kind,
+        };
+        let invalid = |r: Result<Vec<Record>, (ResponseError, String)>, why: &str| {
+            let (e, msg) = r.unwrap_err();
+            assert_eq!(e, ResponseError::InvalidUpdateVersion);
+            assert!(msg.contains(why), "{msg}");
+        };
+        // An upgraded cluster (no level yet) moves to 2.
+        let rs = log
+            .image
+            .update_features(&[tv(2, UpgradeType::Upgrade)])
+            .unwrap();
+        log.commit(rs);
+        assert_eq!(log.image.feature(TRANSACTION_VERSION), 2);
+        // Down only when asked as a downgrade; up only as an upgrade.
+        invalid(
+            log.image.update_features(&[tv(1, UpgradeType::Upgrade)]),
+            "without setting the upgrade type",
+        );
+        let rs = log
+            .image
+            .update_features(&[tv(0, UpgradeType::SafeDowngrade)])
+            .unwrap();
+        log.commit(rs);
+        assert_eq!(log.image.feature(TRANSACTION_VERSION), 0);
+        invalid(
+            log.image
+                .update_features(&[tv(1, UpgradeType::UnsafeDowngrade)]),
+            "newer version",
+        );
+        // Levels and features this release does not have; nothing is written for any
+        // update when one is refused.
+        invalid(
+            log.image.update_features(&[tv(3, UpgradeType::Upgrade)]),
+            "only supports versions 0-2",
+        );
+        invalid(
+            log.image.update_features(&[tv(-1, UpgradeType::Upgrade)]),
+            "less than 0",
+        );
+        invalid(
+            log.image.update_features(&[
+                tv(1, UpgradeType::Upgrade),
+                FeatureUpdate {
+                    name: "metadata.version".into(),
+                    level: 27,
+                    kind: UpgradeType::Upgrade,
+                },
+            ]),
+            "does not support this feature",
+        );
+        // Setting the current level again is allowed (and idempotent).
+        assert_eq!(
+            log.image
+                .update_features(&[tv(0, UpgradeType::Upgrade)])
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(UpgradeType::from_wire(0), None);
+        assert_eq!(
+            UpgradeType::from_wire(3),
+            Some(UpgradeType::UnsafeDowngrade)
+        );
     }
 
     /// A log and its image: decisions are committed in order, as the quorum would.

@@ -76,6 +76,11 @@ pub enum BrokerRequest {
         name: String,
         configs: std::collections::BTreeMap<String, String>,
     },
+    /// UpdateFeatures: new finalized levels, all or none (`validate_only`: only checked).
+    UpdateFeatures {
+        updates: Vec<super::metadata::FeatureUpdate>,
+        validate_only: bool,
+    },
     /// KIP-730's AllocateProducerIds: a block of producer ids unique in the cluster.
     AllocateProducerIds {
         broker: i32,

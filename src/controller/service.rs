@@ -491,6 +491,18 @@ impl ControllerNode {
                 })
                 .await
             }
+            BrokerRequest::UpdateFeatures {
+                updates,
+                validate_only,
+            } => {
+                self.decide(|image, _| {
+                    let rs = image
+                        .update_features(&updates)
+                        .map_err(BrokerReply::explained)?;
+                    Ok((BrokerReply::Done, unless_validating(validate_only, rs)))
+                })
+                .await
+            }
             BrokerRequest::SetTopicConfigs { name, configs } => {
                 self.decide(|image, _| {
                     Ok((

@@ -184,6 +184,7 @@ codes!(OffsetDeleteResponse, |r, f| {
         .for_each(|p| f(p.error_code));
 });
 codes!(DescribeClusterResponse, |r, f| { f(r.error_code) });
+codes!(UpdateFeaturesResponse, |r, f| { f(r.error_code) });
 codes!(ConsumerGroupHeartbeatResponse, |r, f| { f(r.error_code) });
 codes!(ConsumerGroupDescribeResponse, |r, f| {
     r.groups.iter().for_each(|g| f(g.error_code));

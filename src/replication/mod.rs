@@ -738,6 +738,26 @@ impl Cluster {
         Ok(())
     }
 
+    /// Sets cluster feature levels through the controller; returns once this broker's
+    /// image has them (bounded), so the client's next ApiVersions here shows them.
+    pub async fn update_features(
+        &self,
+        updates: Vec<crate::controller::metadata::FeatureUpdate>,
+        validate_only: bool,
+    ) -> Result<()> {
+        self.ask(BrokerRequest::UpdateFeatures {
+            updates: updates.clone(),
+            validate_only,
+        })
+        .await?;
+        if !validate_only {
+            let mut image = self.image.clone();
+            let done = |i: &Arc<Image>| updates.iter().all(|u| i.feature(&u.name) == u.level);
+            let _ = tokio::time::timeout(LOCAL_APPLY_TIMEOUT, image.wait_for(done)).await;
+        }
+        Ok(())
+    }
+
     /// Starts, replaces or (with `target: None`) cancels the reassignment of one partition
     /// through the controller.
     pub async fn reassign(
