@@ -14,7 +14,7 @@
 #   KEEP_WORK=1    keep the work directory (tool outputs) even if all pass
 #   ONLY="re"      run only the check groups whose name matches the regex
 #                  (topics console get_offsets configs delete_records verifiable groups
-#                  transactions features);
+#                  transactions streams features);
 #                  broker-api-versions always runs
 set -uo pipefail
 DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -251,13 +251,14 @@ check_delete_records() {
 }
 
 # ---------------------------------------------------------------- verifiable producer
+# compiles the helpers (*.java here) into .build once per change of them or of lib/
 compile_reader() {
   local build="$DIR/.build" sum
-  sum=$(cat "$DIR/DumpPartitions.java" "$DIR/lib/.stamp" | sha256sum | cut -d' ' -f1)
+  sum=$(cat "$DIR"/*.java "$DIR/lib/.stamp" | sha256sum | cut -d' ' -f1)
   if [[ -f "$build/DumpPartitions.class" && "$(cat "$build/.stamp" 2>/dev/null)" == "$sum" ]]; then return 0; fi
   local tmp="$DIR/.build.tmp.$$"
   rm -rf "$tmp" && mkdir -p "$tmp" &&
-    javac -nowarn -cp "$DIR/lib/*" -d "$tmp" "$DIR/DumpPartitions.java" 2>"$WORK/javac.err" &&
+    javac -nowarn -cp "$DIR/lib/*" -d "$tmp" "$DIR"/*.java 2>"$WORK/javac.err" &&
     echo "$sum" > "$tmp/.stamp" && rm -rf "$build" && mv "$tmp" "$build"
   local rc=$?
   rm -rf "$tmp"
@@ -362,6 +363,98 @@ check_features() {
   else fail features-upgrade-refused "want a refusal; exit $rc, stdout: $(snip "$WORK/fbad.out")"; fi
 }
 
+# ---------------------------------------------------------------- kafka streams, exactly once
+# StreamsEos.java (exactly_once_v2: a repartition topic, an in-memory count with its
+# changelog, two stream threads) counts 20 keys while kafka-verifiable-producer writes
+# 20000 numbers at 2000/s. The application is killed -9 while it works and started again;
+# then a read_committed consumer must see, for every key, the counts 1, 2, ... n once each
+# and in order, n being how many input records have that key: a record counted twice, an
+# aborted write seen or an update lost breaks that.
+check_streams() {
+  local si="cairn-jt-si-$RUN_ID" so="cairn-jt-so-$RUN_ID" app="cairn-jt-app-$RUN_ID" rc n=20000
+  local state="$WORK/streams-state" pid ppid
+  if ! compile_reader; then fail streams-eos "javac failed: $(snip "$WORK/javac.err")"; return; fi
+  for t in "$si" "$so"; do
+    tool "create-$t" $TOPICS "${B[@]}" --create --topic "$t" --partitions 3 --replication-factor 1; rc=$?
+    if [[ $rc -ne 0 ]]; then fail streams-eos "could not create $t: $(why $rc "create-$t")"; return; fi
+  done
+  # java itself in the background (no `timeout` in between: kill -9 must hit the JVM)
+  run_app() {
+    java -Xmx256M -XX:+UseSerialGC -Dlog4j2.configurationFile="$DIR/log4j2-quiet.xml" \
+      -cp "$DIR/lib/*:$DIR/.build" StreamsEos "$BOOTSTRAP" "$app" "$si" "$so" "$state" \
+      >>"$WORK/streams-$1.out" 2>>"$WORK/streams-$1.err" </dev/null &
+    pid=$!
+  }
+  # the output's end offsets (uncommitted writes and markers included), summed
+  out_end() {
+    tool soff org.apache.kafka.tools.GetOffsetShell "${B[@]}" --topic "$so" --time -1 >/dev/null 2>&1
+    awk -F: '{s += $3} END {print s + 0}' "$WORK/soff.out"
+  }
+  run_app first
+  timeout -k 5 120 "$DIR/kafka-run.sh" org.apache.kafka.tools.VerifiableProducer "${B[@]}" --topic "$si" \
+    --max-messages $n --throughput 2000 --acks -1 >"$WORK/sprod.out" 2>"$WORK/sprod.err" </dev/null &
+  ppid=$!
+  local waited=0 end=0
+  while (( waited < 60 )) && kill -0 "$pid" 2>/dev/null && kill -0 "$ppid" 2>/dev/null; do
+    sleep 1; waited=$((waited + 1))
+    end=$(out_end)
+    (( end >= 2000 )) && break
+  done
+  if ! kill -0 "$pid" 2>/dev/null; then
+    kill "$ppid" 2>/dev/null
+    fail streams-eos "the application stopped before it was killed: $(snip "$WORK/streams-first.err") $(snip "$WORK/streams-first.out")"
+    return
+  fi
+  kill -9 "$pid"; wait "$pid" 2>/dev/null
+  if ! kill -0 "$ppid" 2>/dev/null || (( end < 2000 )); then
+    kill "$ppid" 2>/dev/null
+    fail streams-eos "not killed mid-run: producer done or output only at $end after ${waited}s; $(snip "$WORK/streams-first.err")"
+    return
+  fi
+  run_app second
+  wait "$ppid"; rc=$?
+  if [[ $rc -ne 0 ]]; then kill "$pid"; fail streams-eos "the producer failed: $(why $rc sprod)"; return; fi
+  # the restarted instance takes over once the killed one's members have left the group
+  waited=0
+  until grep -q "^state RUNNING" "$WORK/streams-second.out" 2>/dev/null || (( waited >= 90 )); do
+    sleep 1; waited=$((waited + 1))
+  done
+  tool sin org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$si" --from-beginning \
+    --timeout-ms 15000
+  tool scons org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$so" --from-beginning \
+    --isolation-level read_committed --timeout-ms 30000 --property print.key=true \
+    --property key.separator=: \
+    --value-deserializer org.apache.kafka.common.serialization.LongDeserializer; rc=$?
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  local r
+  if r=$(python3 - "$WORK/sin.out" "$WORK/scons.out" <<'PY'
+import sys
+want = {}
+for line in open(sys.argv[1]):
+    k = "k" + str(int(line.strip().rpartition(".")[2]) % 20)
+    want[k] = want.get(k, 0) + 1
+seen = {}
+for line in open(sys.argv[2]):
+    k, _, v = line.rstrip("\n").partition(":")
+    seen.setdefault(k, []).append(int(v))
+bad = [k for k in sorted(set(want) | set(seen)) if seen.get(k) != list(range(1, want.get(k, 0) + 1))]
+if bad or not want:
+    k = bad[0] if bad else None
+    got = seen.get(k, [])
+    dup = sorted({x for x in got if got.count(x) > 1})[:5]
+    print(f"{len(bad)} of {len(want)} keys wrong; {k}: {len(got)} counts (want {want.get(k)}), "
+          f"last {got[-3:]}, repeated {dup}")
+    sys.exit(1)
+print(f"{sum(want.values())} records, {len(want)} keys, every count once and in order")
+PY
+  ); then
+    pass "streams-eos"
+    echo "  streams-eos: $r; killed -9 at $end output offsets"
+  else
+    fail streams-eos "$r ($(why $rc scons); app: $(snip "$WORK/streams-second.err"))"
+  fi
+}
+
 # shellcheck source=groups.sh
 source "$DIR/groups.sh"
 
@@ -378,6 +471,7 @@ fi
 want verifiable && check_verifiable
 want groups && check_groups
 want transactions && check_transactions
+want streams && check_streams
 want features && check_features
 
 echo "java-tools: run took $(( ($(now_ms) - T_START) / 1000 ))s; outputs in $WORK" >&2
