@@ -126,8 +126,7 @@ apis! {
     DescribeQuorum: 0..=2 => always handlers::describe_quorum::handle,
     DescribeProducers: 0..=0 => always handlers::transactions::describe_producers,
     DescribeTransactions: 0..=0 => always handlers::transactions::describe_transactions,
-    // v2's transactional id pattern is not served yet.
-    ListTransactions: 0..=1 => always handlers::transactions::list_transactions,
+    ListTransactions: 0..=2 => always handlers::transactions::list_transactions,
     ConsumerGroupHeartbeat: 0..=1 => always handlers::consumer_groups::heartbeat,
     ConsumerGroupDescribe: 0..=1 => always handlers::consumer_groups::describe,
     DescribeTopicPartitions: 0..=0 => always handlers::describe_topic_partitions::handle,

@@ -697,6 +697,28 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
                     .any(|t| t.transactional_id.as_str() == "listed"),
                 "{at}"
             );
+            if v >= 2 {
+                // The pattern must match the whole id; a broken one is refused.
+                let with = |c: &mut Client, p: &str| {
+                    let req = ListTransactionsRequest::default()
+                        .with_duration_filter(-1)
+                        .with_transactional_id_pattern(Some(s(p)));
+                    let r: ListTransactionsResponse = c.send(api, v, &req);
+                    let ids: Vec<String> = r
+                        .transaction_states
+                        .iter()
+                        .map(|t| t.transactional_id.to_string())
+                        .collect();
+                    (r.error_code, ids)
+                };
+                assert_eq!(with(c, "list.d"), (0, vec!["listed".to_string()]), "{at}");
+                assert_eq!(with(c, "list"), (0, vec![]), "{at}");
+                assert_eq!(
+                    with(c, "(unclosed").0,
+                    ResponseError::InvalidRegularExpression.code(),
+                    "{at}"
+                );
+            }
         }
         other => {
             panic!("{other:?} is advertised but tests/versions.rs has no request for it: add one")

@@ -417,6 +417,21 @@ pub async fn list_transactions(
     _ctx: &RequestContext<'_>,
     req: ListTransactionsRequest,
 ) -> ListTransactionsResponse {
+    // v2 (KIP-1152): a Java regular expression the whole id must match; empty is none.
+    let pattern = match req
+        .transactional_id_pattern
+        .as_deref()
+        .filter(|p| !p.is_empty())
+    {
+        None => None,
+        Some(p) => match regex::Regex::new(&format!("^(?:{p})$")) {
+            Ok(r) => Some(r),
+            Err(_) => {
+                return ListTransactionsResponse::default()
+                    .with_error_code(ResponseError::InvalidRegularExpression.code())
+            }
+        },
+    };
     let known = |s: &str| (0..8).filter_map(TxnState::from_id).any(|k| k.name() == s);
     let unknown: Vec<_> = req
         .state_filters
@@ -435,6 +450,9 @@ pub async fn list_transactions(
                 || req.producer_id_filters.iter().any(|p| p.0 == m.producer_id))
             && (req.duration_filter < 0
                 || (m.start_ms >= 0 && now - m.start_ms >= req.duration_filter))
+            && pattern
+                .as_ref()
+                .is_none_or(|r| r.is_match(&m.transactional_id))
     });
     ListTransactionsResponse::default()
         .with_unknown_state_filters(unknown)
