@@ -328,12 +328,57 @@ check_transactions() {
   tool tl org.apache.kafka.tools.TransactionsCommand "${B[@]}" list; rc=$?
   if [[ $rc -eq 0 ]] && grep -qE "^$tid[[:space:]]" "$WORK/tl.out"; then pass transactions-list
   else fail transactions-list "$(why $rc tl) stdout: $(snip "$WORK/tl.out")"; fi
+  # ListTransactions v2: only the ids the whole pattern matches
+  tool tlp org.apache.kafka.tools.TransactionsCommand "${B[@]}" list --transactional-id-pattern "cairn-jt-tx.-$RUN_ID"; rc=$?
+  tool tln org.apache.kafka.tools.TransactionsCommand "${B[@]}" list --transactional-id-pattern "cairn-jt-txn" || rc=$?
+  if [[ $rc -eq 0 ]] && grep -qE "^$tid[[:space:]]" "$WORK/tlp.out" && ! grep -qE "^cairn-jt-txn-" "$WORK/tln.out"; then
+    pass transactions-list-pattern
+  else fail transactions-list-pattern "$(why $rc tlp) matching: $(snip "$WORK/tlp.out") not matching: $(snip "$WORK/tln.out")"; fi
   tool td org.apache.kafka.tools.TransactionsCommand "${B[@]}" describe --transactional-id "$tid"; rc=$?
   if [[ $rc -eq 0 ]] && grep -qE "[[:space:]]$tid[[:space:]].*(Complete|Prepare)Commit" "$WORK/td.out"; then pass transactions-describe
   else fail transactions-describe "$(why $rc td) stdout: $(snip "$WORK/td.out")"; fi
   tool tdp org.apache.kafka.tools.TransactionsCommand "${B[@]}" describe-producers --topic "$tt" --partition 0; rc=$?
   if [[ $rc -eq 0 ]] && [[ $(grep -cE '^[0-9]+[[:space:]]' "$WORK/tdp.out") -ge 1 ]]; then pass transactions-describe-producers
   else fail transactions-describe-producers "$(why $rc tdp) stdout: $(snip "$WORK/tdp.out")"; fi
+}
+
+# ---------------------------------------------------------------- kafka-transactions abort
+# A transactional producer (ProducerPerformance, one transaction of ten minutes) is killed
+# -9 with its transaction open, which holds the partition's last stable offset: a
+# read_committed consumer sees nothing after it. kafka-transactions abort --start-offset
+# (DescribeProducers, then WriteTxnMarkers from the admin client to the leader) ends it;
+# describe-producers then shows no open transaction and a record written afterwards
+# reaches a read_committed consumer while the aborted ones never do.
+check_transactions_abort() {
+  local ta="cairn-jt-abort-$RUN_ID" tid="cairn-jt-abort-$RUN_ID" rc pid start waited=0
+  tool acreate $TOPICS "${B[@]}" --create --topic "$ta" --partitions 1 --replication-factor 1; rc=$?
+  if [[ $rc -ne 0 ]]; then fail transactions-abort "could not create $ta: $(why $rc acreate)"; return; fi
+  java -Xmx256M -XX:+UseSerialGC -Dlog4j2.configurationFile="$DIR/log4j2-quiet.xml" -cp "$DIR/lib/*" \
+    org.apache.kafka.tools.ProducerPerformance --topic "$ta" --num-records 1000000 --record-size 10 \
+    --throughput 50 --transactional-id "$tid" --transaction-duration-ms 600000 \
+    --producer-props "bootstrap.servers=$BOOTSTRAP" transaction.timeout.ms=600000 \
+    >"$WORK/app.out" 2>"$WORK/app.err" </dev/null &
+  pid=$!
+  # the open transaction's first offset, once the partition has one
+  open_start() {
+    tool adp org.apache.kafka.tools.TransactionsCommand "${B[@]}" describe-producers --topic "$ta" --partition 0 >/dev/null 2>&1
+    awk 'NR > 1 && $6 ~ /^[0-9]+$/ {print $6; exit}' "$WORK/adp.out"
+  }
+  until start=$(open_start) && [[ -n "$start" ]] || (( waited >= 60 )); do sleep 1; waited=$((waited + 1)); done
+  kill -9 "$pid"; wait "$pid" 2>/dev/null
+  if [[ -z "$start" ]]; then fail transactions-abort "no open transaction on $ta-0 after ${waited}s: $(snip "$WORK/adp.out") $(snip "$WORK/app.err")"; return; fi
+  tool aabort org.apache.kafka.tools.TransactionsCommand "${B[@]}" abort --topic "$ta" --partition 0 --start-offset "$start"; rc=$?
+  if [[ $rc -ne 0 ]]; then fail transactions-abort "$(why $rc aabort) stdout: $(snip "$WORK/aabort.out")"; return; fi
+  local after; after=$(open_start)
+  printf 'after-abort\n' > "$WORK/aafter.txt"
+  tool_in aprod "$WORK/aafter.txt" org.apache.kafka.tools.ConsoleProducer "${B[@]}" --topic "$ta"
+  tool acons org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$ta" --from-beginning \
+    --isolation-level read_committed --max-messages 1 --timeout-ms 20000
+  if [[ -z "$after" ]] && [[ "$(cat "$WORK/acons.out")" == "after-abort" ]]; then
+    pass transactions-abort
+  else
+    fail transactions-abort "open transaction after abort: '${after}' (was at $start); read_committed read: $(snip "$WORK/acons.out") $(snip_err "$WORK/acons.err")"
+  fi
 }
 
 # ---------------------------------------------------------------- kafka-features
@@ -471,6 +516,7 @@ fi
 want verifiable && check_verifiable
 want groups && check_groups
 want transactions && check_transactions
+want transactions && check_transactions_abort
 want streams && check_streams
 want features && check_features
 
