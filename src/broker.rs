@@ -270,37 +270,43 @@ impl Broker {
         crate::coordinator::partition_for(group, n)
     }
 
-    /// KIP-890 for a transactional write to `topic`/`index`, a partition this broker leads
-    /// (a batch, or offsets for TxnOffsetCommit): asks the transaction coordinator of `id`
-    /// (this broker's, or another's with AddPartitionsToTxn v4+) whether the partition is
-    /// in the producer's ongoing transaction, or with `add` (transaction version 2, whose
-    /// clients add no partitions themselves) adds it. An add that meets the last
-    /// transaction still ending (CONCURRENT_TRANSACTIONS) is retried for 100 ms, as Kafka
-    /// does, before the client is told to retry.
+    /// KIP-890 for transactional writes to `partitions`, which this broker leads (batches,
+    /// or offsets for TxnOffsetCommit): asks the transaction coordinator of `id` (this
+    /// broker's, or another's with AddPartitionsToTxn v4+) whether they are in the
+    /// producer's ongoing transaction, or with `add` (transaction version 2, whose clients
+    /// add no partitions themselves) adds them. An add that meets the last transaction still
+    /// ending (CONCURRENT_TRANSACTIONS) is retried for 100 ms, as Kafka does, before the
+    /// client is told to retry. One answer per partition, in order.
     pub async fn verify_txn(
         &self,
         id: &str,
         producer_id: i64,
         epoch: i16,
-        topic: &str,
-        index: i32,
+        partitions: &[crate::coordinator::transactions::TxnPartition],
         add: bool,
-    ) -> std::result::Result<(), kafka_protocol::ResponseError> {
+    ) -> Vec<std::result::Result<(), kafka_protocol::ResponseError>> {
         use kafka_protocol::ResponseError;
         const RETRY: std::time::Duration = std::time::Duration::from_millis(20);
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(100);
+        let mut answers = vec![Err(ResponseError::ConcurrentTransactions); partitions.len()];
         loop {
-            let r = self
-                .verify_or_add(id, producer_id, epoch, topic, index, add)
+            let pending: Vec<usize> = (0..partitions.len())
+                .filter(|&i| answers[i] == Err(ResponseError::ConcurrentTransactions))
+                .collect();
+            let asked: Vec<_> = pending.iter().map(|&i| partitions[i].clone()).collect();
+            let got = self
+                .verify_or_add(id, producer_id, epoch, &asked, add)
                 .await;
-            match r {
-                Err(ResponseError::ConcurrentTransactions)
-                    if add && tokio::time::Instant::now() + RETRY <= deadline =>
-                {
-                    tokio::time::sleep(RETRY).await
-                }
-                r => return r,
+            for (i, r) in pending.into_iter().zip(got) {
+                answers[i] = r;
             }
+            let again = add
+                && answers.contains(&Err(ResponseError::ConcurrentTransactions))
+                && tokio::time::Instant::now() + RETRY <= deadline;
+            if !again {
+                return answers;
+            }
+            tokio::time::sleep(RETRY).await
         }
     }
 
@@ -309,41 +315,43 @@ impl Broker {
         id: &str,
         producer_id: i64,
         epoch: i16,
-        topic: &str,
-        index: i32,
+        partitions: &[crate::coordinator::transactions::TxnPartition],
         add: bool,
-    ) -> std::result::Result<(), kafka_protocol::ResponseError> {
+    ) -> Vec<std::result::Result<(), kafka_protocol::ResponseError>> {
         use kafka_protocol::ResponseError;
-        let partition = (topic.to_string(), index);
         let local = match add {
             true => {
-                self.txns
-                    .add_partitions(id, producer_id, epoch, &[partition], true)
+                let r = self
+                    .txns
+                    .add_partitions(id, producer_id, epoch, partitions, true)
+                    .await;
+                vec![r; partitions.len()]
+            }
+            false => partitions
+                .iter()
+                .map(|p| self.txns.verify(id, producer_id, epoch, p))
+                .collect(),
+        };
+        if !local.contains(&Err(ResponseError::NotCoordinator)) {
+            return local;
+        }
+        let remote = async {
+            let cluster = self
+                .quorum()
+                .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+            let listener = self.config.inter_broker_listener();
+            let (_, host, port) = cluster
+                .coordinator(CoordinatorKind::Transaction, id, listener)
+                .await?;
+            Ok(format!("{host}:{port}"))
+        };
+        match remote.await {
+            Ok(addr) => {
+                crate::replication::verify_remote(&addr, id, producer_id, epoch, partitions, add)
                     .await
             }
-            false => self.txns.verify(id, producer_id, epoch, &partition),
-        };
-        match local {
-            Err(ResponseError::NotCoordinator) => {}
-            local => return local,
+            Err(e) => vec![Err(e); partitions.len()],
         }
-        let cluster = self
-            .quorum()
-            .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
-        let listener = self.config.inter_broker_listener();
-        let (_, host, port) = cluster
-            .coordinator(CoordinatorKind::Transaction, id, listener)
-            .await?;
-        crate::replication::verify_remote(
-            &format!("{host}:{port}"),
-            id,
-            producer_id,
-            epoch,
-            topic,
-            index,
-            add,
-        )
-        .await
     }
 
     /// WriteTxnMarkers on the leader: writes one marker and waits for the ISR.

@@ -537,3 +537,100 @@ fn offsets_in_a_transaction_count_only_once_it_commits() {
     }
     assert_eq!(now, (0, 9));
 }
+
+/// Produce `records` of a transactional producer to partitions `ps` of `topic` in one
+/// request; the error code of each partition.
+fn produce_txn_to(
+    c: &mut Client,
+    version: i16,
+    id: &str,
+    topic: &str,
+    ps: &[i32],
+    records: Bytes,
+) -> Vec<i16> {
+    let mut req =
+        Client::produce_request(topic, 0, records, -1).with_transactional_id(Some(txn_id(id)));
+    let one = req.topic_data[0].partition_data[0].clone();
+    req.topic_data[0].partition_data = ps.iter().map(|&p| one.clone().with_index(p)).collect();
+    let r: ProduceResponse = c.send(ApiKey::Produce, version, &req);
+    let mut out: Vec<(i32, i16)> = r.responses[0]
+        .partition_responses
+        .iter()
+        .map(|p| (p.index, p.error_code))
+        .collect();
+    out.sort();
+    assert_eq!(
+        out.iter().map(|p| p.0).collect::<Vec<_>>(),
+        ps,
+        "one answer per partition"
+    );
+    out.into_iter().map(|p| p.1).collect()
+}
+
+/// A transaction's partitions, as DescribeTransactions lists them.
+fn txn_partitions(c: &mut Client, id: &str) -> Vec<(String, i32)> {
+    let r: DescribeTransactionsResponse = c.send(
+        ApiKey::DescribeTransactions,
+        0,
+        &DescribeTransactionsRequest::default().with_transactional_ids(vec![txn_id(id)]),
+    );
+    let mut out: Vec<(String, i32)> = r.transaction_states[0]
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.topic.to_string(), *p)))
+        .collect();
+    out.sort();
+    out
+}
+
+/// A Produce request for several partitions of a transaction is verified with the
+/// coordinator once, as Kafka does, and each partition still gets its own answer: under
+/// transaction version 1 only the partitions the producer added take the batch; under
+/// version 2 (Produce v12) the leader adds them all.
+#[test]
+fn one_request_for_several_partitions_is_verified_partition_by_partition() {
+    let b = Broker::start();
+    let mut c = b.client();
+    c.create_topic("m", 3, &[]);
+    await_txn_coordinator(&mut c, "v1");
+    // Version 1: partition 1 is added, 0 and 2 are not.
+    let (err, pid, epoch) = init(&mut c, "v1");
+    assert_eq!(err, 0);
+    assert_eq!(add_partitions(&mut c, "v1", pid, epoch, "m", &[1]), vec![0]);
+    let codes = produce_txn_to(
+        &mut c,
+        9,
+        "v1",
+        "m",
+        &[0, 1, 2],
+        txn_batch(&["a"], pid, epoch, 0),
+    );
+    let refused = ResponseError::InvalidTxnState.code();
+    assert_eq!(codes, vec![refused, 0, refused]);
+    for (p, stored) in [(0, 0), (1, 1), (2, 0)] {
+        let (_, hw, _) = c.fetch("m", p, 0);
+        assert_eq!(hw, stored, "partition {p}");
+    }
+    assert_eq!(end(&mut c, "v1", pid, epoch, false), 0);
+    // Version 2: one request adds all three partitions to the transaction.
+    await_txn_coordinator(&mut c, "v2");
+    let (err, pid, epoch) = init(&mut c, "v2");
+    assert_eq!(err, 0);
+    let codes = produce_txn_to(
+        &mut c,
+        12,
+        "v2",
+        "m",
+        &[0, 1, 2],
+        txn_batch(&["b"], pid, epoch, 0),
+    );
+    assert_eq!(codes, vec![0, 0, 0]);
+    assert_eq!(
+        txn_partitions(&mut c, "v2"),
+        vec![
+            ("m".to_string(), 0),
+            ("m".to_string(), 1),
+            ("m".to_string(), 2)
+        ]
+    );
+}

@@ -31,7 +31,13 @@ pub async fn handle(
         .filter(|t| !t.is_empty())
         .map(|t| t.to_string());
     let txn_id = txn_id.as_deref();
-    let mut responses = Vec::with_capacity(req.topic_data.len());
+    let bad_acks = !(-1..=1).contains(&acks);
+    // Each partition's batch, checked first: a transactional batch whose producer has no
+    // transaction open on the partition is verified with the transaction coordinator, all
+    // of a request's such partitions in one call, as Kafka does (one AddPartitionsToTxn per
+    // request: a call per partition would contend on the coordinator's transaction).
+    let mut slots: Vec<Slot> = Vec::new();
+    let mut topics = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
         let name = match version >= 13 {
             true => broker
@@ -40,60 +46,84 @@ pub async fn handle(
                 .map(|t| t.name.clone()),
             false => Some(topic.name.to_string()),
         };
-        let results = join_all(topic.partition_data.into_iter().map(|p| {
-            let name = name.as_deref();
-            async move {
-                let result = if !(-1..=1).contains(&acks) {
-                    Err(Error::InvalidRequest(format!(
-                        "acks must be -1, 0 or 1, not {acks}"
-                    )))
-                } else if let Some(name) = name {
-                    let records = p.records.unwrap_or_default();
-                    match check_transactional(broker, txn_id, name, p.index, &records, version)
-                        .await
-                    {
-                        Ok(()) => append(broker, name, p.index, records, acks, timeout).await,
-                        Err(e) => Err(e),
-                    }
-                } else {
-                    Err(Error::UnknownTopicId)
-                };
-                fit(partition_response(p.index, result), version)
-            }
-        }))
-        .await;
-        responses.push(
-            TopicProduceResponse::default()
-                .with_name(topic.name)
-                .with_topic_id(topic.topic_id)
-                .with_partition_responses(results),
-        );
+        let first = slots.len();
+        for p in topic.partition_data {
+            let records = p.records.unwrap_or_default();
+            let check = if bad_acks {
+                Err(Error::InvalidRequest(format!(
+                    "acks must be -1, 0 or 1, not {acks}"
+                )))
+            } else if let Some(name) = &name {
+                check_transactional(broker, txn_id, name, p.index, &records).await
+            } else {
+                Err(Error::UnknownTopicId)
+            };
+            slots.push(Slot {
+                name: name.clone(),
+                index: p.index,
+                records,
+                check,
+            });
+        }
+        topics.push((topic.name, topic.topic_id, first..slots.len()));
     }
+    if let Some(id) = txn_id {
+        verify(broker, id, &mut slots, version).await;
+    }
+    let mut results = join_all(slots.into_iter().map(|s| async move {
+        let result = match (s.check, s.name) {
+            (Ok(_), Some(name)) => append(broker, &name, s.index, s.records, acks, timeout).await,
+            (Ok(_), None) => Err(Error::UnknownTopicId),
+            (Err(e), _) => Err(e),
+        };
+        Some(fit(partition_response(s.index, result), version))
+    }))
+    .await;
     if acks == 0 {
         return None;
     }
+    let responses = topics
+        .into_iter()
+        .map(|(name, topic_id, range)| {
+            TopicProduceResponse::default()
+                .with_name(name)
+                .with_topic_id(topic_id)
+                .with_partition_responses(
+                    results[range].iter_mut().filter_map(Option::take).collect(),
+                )
+        })
+        .collect();
     Some(ProduceResponse::default().with_responses(responses))
 }
 
+/// One partition of a request on its way to the log.
+struct Slot {
+    name: Option<String>,
+    index: i32,
+    records: bytes::Bytes,
+    /// Err: answered without appending; Ok(Some(producer)): the transaction coordinator
+    /// must first confirm the partition is in that producer's transaction.
+    check: Result<Option<(i64, i16)>>,
+}
+
 /// A transactional producer's batch: it must be transactional, and its producer must be in
-/// a transaction that includes this partition. When the partition has no transaction of
-/// the producer open, the transaction coordinator is asked (KIP-890 part 1), so a late
-/// write after the transaction ended cannot start a hanging one.
+/// a transaction that includes this partition. Ok(Some((producer id, epoch))) when the
+/// partition has no transaction of the producer open: the coordinator is then asked
+/// (KIP-890), so a late write after the transaction ended cannot start a hanging one.
 async fn check_transactional(
     broker: &Broker,
     txn_id: Option<&str>,
     topic: &str,
     index: i32,
     records: &bytes::Bytes,
-    version: i16,
-) -> Result<()> {
+) -> Result<Option<(i64, i16)>> {
     let Ok(h) = crate::log::batch::BatchHeader::parse(records) else {
         // The append's validation answers a malformed batch.
-        return Ok(());
+        return Ok(None);
     };
-    let id = match (txn_id, h.is_transactional()) {
-        (None, false) => return Ok(()),
-        (Some(id), true) => id,
+    match (txn_id, h.is_transactional()) {
+        (None, false) => return Ok(None),
+        (Some(_), true) => {}
         (Some(_), false) => {
             return Err(Error::InvalidRecord(
                 "a transactional producer's batch must be transactional".into(),
@@ -107,30 +137,50 @@ async fn check_transactional(
     };
     let (_, p) = broker.catalog.partition(topic, index)?;
     if p.log.has_open_txn(h.producer_id, h.producer_epoch).await {
-        return Ok(());
+        return Ok(None);
     }
-    // Produce v12+ is transaction version 2's: the client added no partition, the leader
-    // adds it (KIP-890 part 2); older versions have it verified (part 1).
+    Ok(Some((h.producer_id, h.producer_epoch)))
+}
+
+/// Asks the transaction coordinator of `id` about every slot that needs it, one call per
+/// producer (a request holds one): Produce v12+ is transaction version 2's, whose client
+/// added no partition, so the leader adds it (KIP-890 part 2); older versions have it
+/// verified (part 1). A slot the coordinator refuses gets its error in the producer's terms.
+async fn verify(broker: &Broker, id: &str, slots: &mut [Slot], version: i16) {
     let add = version >= 12;
-    broker
-        .verify_txn(id, h.producer_id, h.producer_epoch, topic, index, add)
-        .await
-        .map_err(|e| {
-            Error::Transaction(match e {
-                ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
-                ResponseError::TransactionAbortable if version <= 10 => {
-                    ResponseError::InvalidTxnState
-                }
-                ResponseError::ConcurrentTransactions if add => e,
-                ResponseError::TransactionAbortable
-                | ResponseError::InvalidProducerIdMapping
-                | ResponseError::InvalidProducerEpoch
-                | ResponseError::InvalidTxnState
-                | ResponseError::UnknownTopicOrPartition => e,
-                // The coordinator could not answer: retriable for the producer.
-                _ => ResponseError::NotEnoughReplicas,
-            })
-        })
+    let mut by_producer: std::collections::BTreeMap<(i64, i16), Vec<usize>> = Default::default();
+    for (i, s) in slots.iter().enumerate() {
+        if let (Ok(Some(producer)), Some(_)) = (&s.check, &s.name) {
+            by_producer.entry(*producer).or_default().push(i);
+        }
+    }
+    for ((producer_id, epoch), at) in by_producer {
+        let partitions: Vec<_> = at
+            .iter()
+            .map(|&i| (slots[i].name.clone().unwrap_or_default(), slots[i].index))
+            .collect();
+        let answers = broker
+            .verify_txn(id, producer_id, epoch, &partitions, add)
+            .await;
+        for (i, answer) in at.into_iter().zip(answers) {
+            if let Err(e) = answer {
+                slots[i].check = Err(Error::Transaction(match e {
+                    ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+                    ResponseError::TransactionAbortable if version <= 10 => {
+                        ResponseError::InvalidTxnState
+                    }
+                    ResponseError::ConcurrentTransactions if add => e,
+                    ResponseError::TransactionAbortable
+                    | ResponseError::InvalidProducerIdMapping
+                    | ResponseError::InvalidProducerEpoch
+                    | ResponseError::InvalidTxnState
+                    | ResponseError::UnknownTopicOrPartition => e,
+                    // The coordinator could not answer: retriable for the producer.
+                    _ => ResponseError::NotEnoughReplicas,
+                }));
+            }
+        }
+    }
 }
 
 async fn append(

@@ -267,11 +267,14 @@ pub async fn txn_offset_commit(
                 &req.transactional_id,
                 req.producer_id.0,
                 req.producer_epoch,
-                OFFSETS_TOPIC,
-                broker.offsets_partition(&req.group_id),
+                &[(
+                    OFFSETS_TOPIC.to_string(),
+                    broker.offsets_partition(&req.group_id),
+                )],
                 ctx.version >= 5,
             )
             .await
+            .remove(0)
             .map_err(|e| match e {
                 ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
                 ResponseError::TransactionAbortable if ctx.version <= 3 => {

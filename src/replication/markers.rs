@@ -233,25 +233,35 @@ pub async fn verify_remote(
     id: &str,
     producer_id: i64,
     epoch: i16,
-    topic: &str,
-    index: i32,
+    partitions: &[TxnPartition],
     add: bool,
-) -> std::result::Result<(), ResponseError> {
+) -> Vec<std::result::Result<(), ResponseError>> {
     use kafka_protocol::messages::add_partitions_to_txn_request::{
         AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
     };
     use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
+    let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for p in partitions {
+        topics.entry(&p.0).or_default().push(p.1);
+    }
     let req = AddPartitionsToTxnRequest::default().with_transactions(vec![
         AddPartitionsToTxnTransaction::default()
             .with_transactional_id(crate::wire::str_bytes(id).into())
             .with_producer_id(producer_id.into())
             .with_producer_epoch(epoch)
             .with_verify_only(!add)
-            .with_topics(vec![AddPartitionsToTxnTopic::default()
-                .with_name(topic_name(topic))
-                .with_partitions(vec![index])]),
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        AddPartitionsToTxnTopic::default()
+                            .with_name(topic_name(t))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            ),
     ]);
-    let r: AddPartitionsToTxnResponse = super::peer::call(
+    let answer: std::result::Result<AddPartitionsToTxnResponse, _> = super::peer::call(
         addr,
         ApiKey::AddPartitionsToTxn,
         // v5: an add is transaction version 2's
@@ -259,22 +269,35 @@ pub async fn verify_remote(
         &req,
         Duration::from_secs(10),
     )
-    .await?;
-    if r.error_code != 0 {
-        return Err(
-            ResponseError::try_from_code(r.error_code).unwrap_or(ResponseError::UnknownServerError)
-        );
-    }
-    let code = r
+    .await;
+    let r = match answer {
+        Ok(r) if r.error_code == 0 => r,
+        Ok(r) => {
+            let e = ResponseError::try_from_code(r.error_code)
+                .unwrap_or(ResponseError::UnknownServerError);
+            return vec![Err(e); partitions.len()];
+        }
+        Err(e) => return vec![Err(e); partitions.len()],
+    };
+    let codes: BTreeMap<(&str, i32), i16> = r
         .results_by_transaction
         .iter()
         .flat_map(|t| &t.topic_results)
-        .flat_map(|t| &t.results_by_partition)
-        .find(|p| p.partition_index == index)
-        .map(|p| p.partition_error_code)
-        .ok_or(ResponseError::NetworkException)?;
-    match code {
-        0 => Ok(()),
-        c => Err(ResponseError::try_from_code(c).unwrap_or(ResponseError::UnknownServerError)),
-    }
+        .flat_map(|t| {
+            t.results_by_partition
+                .iter()
+                .map(move |p| ((&**t.name, p.partition_index), p.partition_error_code))
+        })
+        .collect();
+    partitions
+        .iter()
+        .map(|p| match codes.get(&(p.0.as_str(), p.1)) {
+            // A partition the coordinator did not answer for: retriable.
+            None => Err(ResponseError::NetworkException),
+            Some(0) => Ok(()),
+            Some(&c) => {
+                Err(ResponseError::try_from_code(c).unwrap_or(ResponseError::UnknownServerError))
+            }
+        })
+        .collect()
 }
