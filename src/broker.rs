@@ -122,6 +122,8 @@ impl Broker {
         let txn_config = TxnConfig {
             timeout_max_ms: config.cluster.transaction_max_timeout_ms,
             abort_check_interval: ms(config.cluster.transaction_abort_interval_ms),
+            id_expiration_ms: config.cluster.transactional_id_expiration_ms as i64,
+            id_expiration_check_interval: ms(config.cluster.transaction_id_expiration_check_ms),
         };
         let txn_store = groups.store().clone();
         Ok(Arc::new_cyclic(|me| Broker {
@@ -453,6 +455,34 @@ impl Broker {
     /// Makes everything written so far durable (at shutdown).
     pub fn sync(&self) -> Result<()> {
         self.rocks.iter().try_for_each(|r| r.sync())
+    }
+
+    /// Forgets expired producers in every partition, leader or follower, every
+    /// `producer.id.expiration.check.interval.ms` (`producer.id.expiration.ms`).
+    pub async fn run_producer_expiration(self: Arc<Self>) {
+        let mut shutdown = self.shutdown_signal();
+        let period = Duration::from_millis(self.config.producer_id_expiration_check_ms);
+        let expiration = self.config.producer_id_expiration_ms;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = shutdown::requested(&mut shutdown) => return,
+            }
+            let now = crate::clock::now_ms();
+            for topic in self.catalog.all() {
+                for p in &topic.partitions {
+                    match p.log.expire_producers(now, expiration).await {
+                        Ok(0) => {}
+                        Ok(n) => {
+                            tracing::debug!(topic = %topic.name, partition = p.index, producers = n, "expired producer ids")
+                        }
+                        Err(err) => {
+                            tracing::error!(topic = %topic.name, partition = p.index, error = %err, "producer expiration failed")
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Applies retention to every partition every `log.retention.check.interval.ms`.

@@ -85,6 +85,12 @@ pub struct ClusterConfig {
     pub transaction_max_timeout_ms: i32,
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`
     pub transaction_abort_interval_ms: u64,
+    /// `transactional.id.expiration.ms`
+    pub transactional_id_expiration_ms: u64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`
+    pub transaction_id_expiration_check_ms: u64,
+    /// `transaction.partition.verification.enable`
+    pub transaction_partition_verification: bool,
     pub unclean_leader_election_enable: bool,
     /// `auto.leader.rebalance.enable`, `leader.imbalance.check.interval.seconds`,
     /// `leader.imbalance.per.broker.percentage`: the controller moves leadership back to
@@ -127,6 +133,9 @@ pub struct Config {
     pub log_retention_ms: i64,
     pub log_retention_bytes: i64,
     pub log_retention_check_interval_ms: u64,
+    /// `producer.id.expiration.ms`, `producer.id.expiration.check.interval.ms`
+    pub producer_id_expiration_ms: i64,
+    pub producer_id_expiration_check_ms: u64,
     pub min_insync_replicas: i32,
     pub delete_topic_enable: bool,
     /// Consumer groups (Kafka's `group.*` and `offsets.*` keys).
@@ -316,6 +325,9 @@ impl Config {
             log_retention_ms: log_retention_ms(&p)?,
             log_retention_bytes: p.int("log.retention.bytes")?,
             log_retention_check_interval_ms: p.int("log.retention.check.interval.ms")? as u64,
+            producer_id_expiration_ms: p.int("producer.id.expiration.ms")?,
+            producer_id_expiration_check_ms: p.int("producer.id.expiration.check.interval.ms")?
+                as u64,
             min_insync_replicas: p.int("min.insync.replicas")? as i32,
             delete_topic_enable: p.bool("delete.topic.enable")?,
             group_initial_rebalance_delay_ms: p.int("group.initial.rebalance.delay.ms")? as u64,

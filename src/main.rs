@@ -121,6 +121,7 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
     let serving = tokio::spawn(cairn::server::serve(broker.clone(), listeners));
     let metrics = metrics.map(|l| tokio::spawn(cairn::scrape::serve(broker.clone(), l)));
     let retention = tokio::spawn(broker.clone().run_retention());
+    let producer_expiration = tokio::spawn(broker.clone().run_producer_expiration());
     let groups = tokio::spawn(broker.groups.clone().run(broker.shutdown_signal()));
 
     wait_for_signal().await?;
@@ -137,6 +138,7 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
         tracing::warn!("connections still busy after the grace period; closing them");
     }
     retention.abort();
+    producer_expiration.abort();
     groups.abort();
     cluster.controller.shutdown().await;
     if let Some(m) = metrics {

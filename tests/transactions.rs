@@ -634,3 +634,202 @@ fn one_request_for_several_partitions_is_verified_partition_by_partition() {
         ]
     );
 }
+
+/// transaction.partition.verification.enable=false, as in Kafka: a transaction version 1
+/// producer's batch for a partition it never added is trusted and opens a transaction the
+/// coordinator does not know (a hanging one, which DescribeProducers shows and
+/// `kafka-transactions find-hanging` looks for); a version 2 producer's partition is still
+/// added to its transaction. With the default (on) the same batch is refused: see
+/// `requests_out_of_turn_get_kafkas_errors_and_store_nothing`.
+#[test]
+fn without_verification_a_late_batch_leaves_a_hanging_transaction() {
+    let b = Broker::start_with(&["transaction.partition.verification.enable=false"]);
+    let mut c = b.client();
+    c.create_topic("h", 2, &[]);
+    await_txn_coordinator(&mut c, "old");
+    let (err, pid, epoch) = init(&mut c, "old");
+    assert_eq!(err, 0);
+    let codes = produce_txn_to(
+        &mut c,
+        9,
+        "old",
+        "h",
+        &[0],
+        txn_batch(&["late"], pid, epoch, 0),
+    );
+    assert_eq!(codes, vec![0], "trusted without verification");
+    assert_eq!(
+        txn_partitions(&mut c, "old"),
+        vec![],
+        "the coordinator does not know it"
+    );
+    let r: DescribeProducersResponse = c.send(
+        ApiKey::DescribeProducers,
+        0,
+        &DescribeProducersRequest::default().with_topics(vec![
+            describe_producers_request::TopicRequest::default()
+                .with_name(name("h"))
+                .with_partition_indexes(vec![0]),
+        ]),
+    );
+    let open: Vec<(i64, i64)> = r.topics[0].partitions[0]
+        .active_producers
+        .iter()
+        .map(|p| (p.producer_id.0, p.current_txn_start_offset))
+        .collect();
+    assert_eq!(open, vec![(pid, 0)], "open in the log");
+    assert_eq!(latest(&mut c, "h", 1), 0, "it holds the last stable offset");
+    // Transaction version 2 (Produce v12): added by the leader all the same.
+    await_txn_coordinator(&mut c, "new");
+    let (err, pid2, epoch2) = init(&mut c, "new");
+    assert_eq!(err, 0);
+    let codes = produce_txn_to(
+        &mut c,
+        12,
+        "new",
+        "h",
+        &[1],
+        txn_batch(&["b"], pid2, epoch2, 0),
+    );
+    assert_eq!(codes, vec![0]);
+    assert_eq!(txn_partitions(&mut c, "new"), vec![("h".to_string(), 1)]);
+}
+
+/// DescribeTransactions of one id: (error code, state).
+fn txn_state(c: &mut Client, id: &str) -> (i16, String) {
+    let r: DescribeTransactionsResponse = c.send(
+        ApiKey::DescribeTransactions,
+        0,
+        &DescribeTransactionsRequest::default().with_transactional_ids(vec![txn_id(id)]),
+    );
+    let t = &r.transaction_states[0];
+    (t.error_code, t.transaction_state.to_string())
+}
+
+/// transactional.id.expiration.ms: an id unused that long with no transaction in flight is
+/// removed, for good (a restart does not bring it back), and its next InitProducerId starts
+/// afresh; an id with a transaction open stays.
+#[test]
+fn an_idle_transactional_id_expires_and_an_open_one_stays() {
+    let mut b = Broker::start_with(&[
+        "transactional.id.expiration.ms=1000",
+        "transaction.remove.expired.transaction.cleanup.interval.ms=100",
+    ]);
+    let mut c = b.client();
+    c.create_topic("x", 1, &[]);
+    await_txn_coordinator(&mut c, "idle");
+    await_txn_coordinator(&mut c, "busy");
+    let (err, idle_pid, _) = init(&mut c, "idle");
+    assert_eq!(err, 0);
+    let (err, busy_pid, busy_epoch) = init(&mut c, "busy");
+    assert_eq!(err, 0);
+    assert_eq!(
+        add_partitions(&mut c, "busy", busy_pid, busy_epoch, "x", &[0]),
+        vec![0]
+    );
+    let gone = ResponseError::TransactionalIdNotFound.code();
+    let mut now = txn_state(&mut c, "idle");
+    for _ in 0..600 {
+        if now.0 == gone {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        now = txn_state(&mut c, "idle");
+    }
+    assert_eq!(now.0, gone, "the idle id was not removed: {now:?}");
+    assert_eq!(txn_state(&mut c, "busy"), (0, "Ongoing".to_string()));
+    assert_eq!(b.stop(), Some(0));
+    b.restart();
+    let mut c = b.client();
+    await_txn_coordinator(&mut c, "idle");
+    assert_eq!(txn_state(&mut c, "idle").0, gone, "removed for good");
+    assert_eq!(txn_state(&mut c, "busy"), (0, "Ongoing".to_string()));
+    let (err, pid, epoch) = init(&mut c, "idle");
+    assert_eq!(err, 0);
+    assert_ne!(pid, idle_pid, "a fresh producer id");
+    assert_eq!(epoch, 0);
+}
+
+/// DescribeProducers of one partition: (producer id, last timestamp, open transaction's
+/// first offset).
+fn producers_of(c: &mut Client, topic: &str, p: i32) -> Vec<(i64, i64, i64)> {
+    let r: DescribeProducersResponse = c.send(
+        ApiKey::DescribeProducers,
+        0,
+        &DescribeProducersRequest::default().with_topics(vec![
+            describe_producers_request::TopicRequest::default()
+                .with_name(name(topic))
+                .with_partition_indexes(vec![p]),
+        ]),
+    );
+    r.topics[0].partitions[0]
+        .active_producers
+        .iter()
+        .map(|s| {
+            (
+                s.producer_id.0,
+                s.last_timestamp,
+                s.current_txn_start_offset,
+            )
+        })
+        .collect()
+}
+
+/// producer.id.expiration.ms: a partition forgets a producer whose last batch is that old
+/// (by the batch's timestamp), in memory and in storage, unless it has a transaction open
+/// there; the forgotten producer's next batch is taken like a new producer's.
+#[test]
+fn a_partition_forgets_an_idle_producer_but_not_one_in_a_transaction() {
+    let mut b = Broker::start_with(&[
+        "producer.id.expiration.ms=5000",
+        "producer.id.expiration.check.interval.ms=100",
+    ]);
+    let mut c = b.client();
+    c.create_topic("e", 1, &[]);
+    await_txn_coordinator(&mut c, "open");
+    let (err, tpid, tepoch) = init(&mut c, "open");
+    assert_eq!(err, 0);
+    assert_eq!(
+        add_partitions(&mut c, "open", tpid, tepoch, "e", &[0]),
+        vec![0]
+    );
+    // Its batch's timestamp is long past: only the open transaction keeps it.
+    let (err, _) = produce_txn(&mut c, "open", "e", txn_batch(&["t"], tpid, tepoch, 0));
+    assert_eq!(err, 0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let idem = common::batch_with(&["a"], 4242, 0, 0, now);
+    assert_eq!(c.produce("e", 0, idem.clone(), -1), (0, 1));
+    let seen = producers_of(&mut c, "e", 0);
+    assert!(
+        seen.contains(&(4242, now, -1)),
+        "the last timestamp is the batch's: {seen:?}"
+    );
+    assert_eq!(c.produce("e", 0, idem.clone(), -1), (0, 1), "a duplicate");
+    let mut seen = producers_of(&mut c, "e", 0);
+    for _ in 0..600 {
+        if !seen.iter().any(|p| p.0 == 4242) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        seen = producers_of(&mut c, "e", 0);
+    }
+    assert_eq!(
+        seen.iter().map(|p| (p.0, p.2)).collect::<Vec<_>>(),
+        vec![(tpid, 0)],
+        "only the producer in a transaction is left"
+    );
+    assert_eq!(b.stop(), Some(0));
+    b.restart();
+    let mut c = b.client();
+    let seen = producers_of(&mut c, "e", 0);
+    assert_eq!(
+        seen.iter().map(|p| p.0).collect::<Vec<_>>(),
+        vec![tpid],
+        "forgotten in storage too"
+    );
+    // Forgotten: the same batch again is new data.
+    assert_eq!(c.produce("e", 0, idem, -1), (0, 2));
+}

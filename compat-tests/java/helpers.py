@@ -10,9 +10,17 @@
       compares ConsoleConsumer output (print.timestamp/partition/offset/headers/key)
   helpers.py verifiable-check PRODUCER_JSONL DUMP_FILE PREFIX EXPECTED_COUNT NO_DUPS
       checks VerifiableProducer events against a DumpPartitions dump.
+  helpers.py hanging-txn HOST:PORT TRANSACTIONAL_ID TOPIC PARTITION
+      leaves a hanging transaction, as a producer from before KIP-890 could: InitProducerId
+      v1, then one transactional record with Produce v3 and no AddPartitionsToTxn (the
+      broker must run with transaction.partition.verification.enable=false to store it).
+      Prints "producer_id epoch base_offset".
 """
 import json
+import socket
+import struct
 import sys
+import time
 
 
 def murmur2(data: bytes) -> int:
@@ -171,6 +179,102 @@ def verifiable_check(prod_file, dump_file, prefix, expected_count, no_dups) -> i
     return 0
 
 
+def crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def varint(n: int) -> bytes:
+    n = (n << 1) ^ (n >> 63)  # zigzag
+    out = bytearray()
+    while True:
+        if n < 0x80:
+            out.append(n)
+            return bytes(out)
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+
+
+def kstr(v) -> bytes:
+    if v is None:
+        return struct.pack(">h", -1)
+    b = v.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+class Conn:
+    """One connection speaking non-flexible request versions (header v1)."""
+
+    def __init__(self, addr):
+        host, port = addr.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self.corr = 0
+
+    def call(self, api_key, version, body: bytes) -> bytes:
+        self.corr += 1
+        frame = struct.pack(">hhi", api_key, version, self.corr) + kstr("cairn-hanging-txn") + body
+        self.sock.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", self._read(4))[0]
+        resp = self._read(size)
+        assert struct.unpack(">i", resp[:4])[0] == self.corr, "correlation id"
+        return resp[4:]
+
+    def _read(self, n) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise EOFError("broker closed the connection")
+            buf += chunk
+        return buf
+
+
+def txn_batch(producer_id, epoch, value: bytes) -> bytes:
+    now = int(time.time() * 1000)
+    record = b"\x00" + varint(0) + varint(0) + varint(-1) + varint(len(value)) + value + varint(0)
+    record = varint(len(record)) + record
+    # attributes 0x10: transactional; last offset delta, timestamps, producer, sequence 0, count
+    after_crc = struct.pack(">hiqqqhii", 0x10, 0, now, now, producer_id, epoch, 0, 1) + record
+    header = struct.pack(">ib", -1, 2) + struct.pack(">I", crc32c(after_crc))
+    body = header + after_crc
+    return struct.pack(">qi", 0, len(body)) + body
+
+
+def hanging_txn(addr, txn_id, topic, partition) -> int:
+    c = Conn(addr)
+    for _ in range(300):
+        # InitProducerId v1: transactional id, timeout -> throttle, error, producer id, epoch
+        r = c.call(22, 1, kstr(txn_id) + struct.pack(">i", 60000))
+        _, err, pid, epoch = struct.unpack(">ihqh", r[:16])
+        if err in (14, 15, 16, 51):  # loading, not available, not coordinator, concurrent
+            time.sleep(0.1)
+            continue
+        if err != 0:
+            print(f"InitProducerId failed: error {err}", file=sys.stderr)
+            return 1
+        break
+    else:
+        print("InitProducerId kept failing", file=sys.stderr)
+        return 1
+    records = txn_batch(pid, epoch, b"hanging")
+    body = (kstr(txn_id) + struct.pack(">hii", -1, 30000, 1) + kstr(topic)
+            + struct.pack(">ii", 1, partition) + struct.pack(">i", len(records)) + records)
+    r = c.call(0, 3, body)
+    # topics[1]: name, partitions[1]: index, error, base offset, log append time
+    name_len = struct.unpack(">h", r[4:6])[0]
+    at = 6 + name_len + 4
+    _, err, base = struct.unpack(">ihq", r[at:at + 14])
+    if err != 0:
+        print(f"Produce failed: error {err}", file=sys.stderr)
+        return 1
+    print(pid, epoch, base)
+    return 0
+
+
 def main(argv):
     cmd = argv[1] if len(argv) > 1 else ""
     if cmd == "console-gen":
@@ -178,6 +282,8 @@ def main(argv):
         return 0
     if cmd == "console-check":
         return console_check(*argv[2:6])
+    if cmd == "hanging-txn":
+        return hanging_txn(argv[2], argv[3], argv[4], int(argv[5]))
     if cmd == "verifiable-check":
         return verifiable_check(*argv[2:7])
     print(__doc__, file=sys.stderr)

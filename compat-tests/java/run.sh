@@ -367,6 +367,11 @@ check_transactions_abort() {
   until start=$(open_start) && [[ -n "$start" ]] || (( waited >= 60 )); do sleep 1; waited=$((waited + 1)); done
   kill -9 "$pid"; wait "$pid" 2>/dev/null
   if [[ -z "$start" ]]; then fail transactions-abort "no open transaction on $ta-0 after ${waited}s: $(snip "$WORK/adp.out") $(snip "$WORK/app.err")"; return; fi
+  # The coordinator still holds this transaction (open with $ta-0): not hanging.
+  tool afind org.apache.kafka.tools.TransactionsCommand "${B[@]}" find-hanging --topic "$ta" --max-transaction-timeout 0; rc=$?
+  if [[ $rc -eq 0 ]] && grep -q "^Topic" "$WORK/afind.out" && ! awk -v t="$ta" '$1 == t' "$WORK/afind.out" | grep -q .; then
+    pass transactions-find-hanging-ongoing
+  else fail transactions-find-hanging-ongoing "want no hanging transaction; $(why $rc afind) stdout: $(snip "$WORK/afind.out")"; fi
   tool aabort org.apache.kafka.tools.TransactionsCommand "${B[@]}" abort --topic "$ta" --partition 0 --start-offset "$start"; rc=$?
   if [[ $rc -ne 0 ]]; then fail transactions-abort "$(why $rc aabort) stdout: $(snip "$WORK/aabort.out")"; return; fi
   local after; after=$(open_start)
@@ -378,6 +383,51 @@ check_transactions_abort() {
     pass transactions-abort
   else
     fail transactions-abort "open transaction after abort: '${after}' (was at $start); read_committed read: $(snip "$WORK/acons.out") $(snip_err "$WORK/acons.err")"
+  fi
+}
+
+# ---------------------------------------------------------------- kafka-transactions find-hanging
+# A hanging transaction, as a producer from before KIP-890 left them: helpers.py
+# hanging-txn writes one transactional record with Produce v3 and no AddPartitionsToTxn
+# (the broker runs with transaction.partition.verification.enable=false; run-all.sh sets
+# it, and Java 4.x producers, transaction version 2, are checked whatever it says). The
+# coordinator knows the producer but not the partition: find-hanging must report it, the
+# ongoing transaction of a live producer (check_transactions_abort) it must not, and
+# kafka-transactions abort with the producer id, epoch and coordinator epoch find-hanging
+# printed must end it, so a record written afterwards reaches a read_committed consumer.
+check_transactions_hanging() {
+  local th="cairn-jt-hang-$RUN_ID" tid="cairn-jt-hang-$RUN_ID" rc pid epoch base row cepoch
+  local T=org.apache.kafka.tools.TransactionsCommand
+  tool hcreate $TOPICS "${B[@]}" --create --topic "$th" --partitions 1 --replication-factor 1; rc=$?
+  if [[ $rc -ne 0 ]]; then fail transactions-find-hanging "could not create $th: $(why $rc hcreate)"; return; fi
+  if ! python3 "$DIR/helpers.py" hanging-txn "${BOOTSTRAP%%,*}" "$tid" "$th" 0 >"$WORK/hang.out" 2>"$WORK/hang.err"; then
+    fail transactions-find-hanging "could not leave a hanging transaction (does the broker run with transaction.partition.verification.enable=false?): $(snip "$WORK/hang.err")"
+    return
+  fi
+  read -r pid epoch base < "$WORK/hang.out"
+  # --max-transaction-timeout 0: any open transaction is old enough to be a candidate
+  tool hfind $T "${B[@]}" find-hanging --topic "$th" --max-transaction-timeout 0; rc=$?
+  # Topic Partition ProducerId ProducerEpoch CoordinatorEpoch StartOffset LastTimestamp Duration
+  row=$(awk -v t="$th" -v p="$pid" '$1 == t && $2 == 0 && $3 == p' "$WORK/hfind.out")
+  if [[ $rc -eq 0 && -n "$row" && "$(awk '{print $4, $6}' <<<"$row")" == "$epoch $base" ]]; then
+    pass transactions-find-hanging
+  else
+    fail transactions-find-hanging "want producer $pid epoch $epoch at $base; $(why $rc hfind) stdout: $(snip "$WORK/hfind.out")"
+    return
+  fi
+  cepoch=$(awk '{print $5}' <<<"$row")
+  tool habort $T "${B[@]}" abort --topic "$th" --partition 0 --producer-id "$pid" \
+    --producer-epoch "$epoch" --coordinator-epoch "$cepoch"; rc=$?
+  tool hfind2 $T "${B[@]}" find-hanging --topic "$th" --max-transaction-timeout 0 || rc=$?
+  printf 'after-hanging\n' > "$WORK/hafter.txt"
+  tool_in hprod "$WORK/hafter.txt" org.apache.kafka.tools.ConsoleProducer "${B[@]}" --topic "$th"
+  tool hcons org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$th" --from-beginning \
+    --isolation-level read_committed --max-messages 1 --timeout-ms 20000
+  if [[ $rc -eq 0 ]] && ! awk -v t="$th" '$1 == t' "$WORK/hfind2.out" | grep -q . &&
+     [[ "$(cat "$WORK/hcons.out")" == "after-hanging" ]]; then
+    pass transactions-abort-hanging
+  else
+    fail transactions-abort-hanging "$(why $rc habort) abort: $(snip "$WORK/habort.out") find-hanging after: $(snip "$WORK/hfind2.out") read_committed read: $(snip "$WORK/hcons.out") $(snip_err "$WORK/hcons.err")"
   fi
 }
 
@@ -517,6 +567,7 @@ want verifiable && check_verifiable
 want groups && check_groups
 want transactions && check_transactions
 want transactions && check_transactions_abort
+want transactions && check_transactions_hanging
 want streams && check_streams
 want features && check_features
 

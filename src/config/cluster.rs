@@ -91,6 +91,11 @@ pub(super) fn parse(
         transaction_abort_interval_ms: p
             .int("transaction.abort.timed.out.transaction.cleanup.interval.ms")?
             as u64,
+        transactional_id_expiration_ms: p.int("transactional.id.expiration.ms")? as u64,
+        transaction_id_expiration_check_ms: p
+            .int("transaction.remove.expired.transaction.cleanup.interval.ms")?
+            as u64,
+        transaction_partition_verification: p.bool("transaction.partition.verification.enable")?,
         unclean_leader_election_enable: p.bool("unclean.leader.election.enable")?,
         auto_leader_rebalance: p
             .bool("auto.leader.rebalance.enable")?

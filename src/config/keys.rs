@@ -240,6 +240,20 @@ pub static KEYS: &[Key] = &[
         )
     },
     Key {
+        doc: "A producer that last wrote to a partition this long ago (by its batches' timestamps) with no transaction open there is forgotten by it.",
+        ..int("producer.id.expiration.ms", Kind::Int, 1, INT_MAX, "86400000")
+    },
+    Key {
+        doc: "How often partitions forget expired producers.",
+        ..int(
+            "producer.id.expiration.check.interval.ms",
+            Kind::Int,
+            1,
+            INT_MAX,
+            "600000",
+        )
+    },
+    Key {
         doc: "acks=all needs this many in-sync replicas.",
         ..int("min.insync.replicas", Kind::Int, 1, INT_MAX, "1")
     },
@@ -353,6 +367,24 @@ pub static KEYS: &[Key] = &[
     Key {
         doc: "The longest transaction timeout a producer may ask for; longer gets INVALID_TRANSACTION_TIMEOUT.",
         ..int("transaction.max.timeout.ms", Kind::Int, 1, INT_MAX, "900000")
+    },
+    Key {
+        doc: "A transactional id unused this long with no transaction in flight is removed from __transaction_state.",
+        ..int("transactional.id.expiration.ms", Kind::Int, 1, INT_MAX, "604800000")
+    },
+    Key {
+        doc: "How often the transaction coordinator removes expired transactional ids.",
+        ..int(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            Kind::Int,
+            1,
+            INT_MAX,
+            "3600000",
+        )
+    },
+    Key {
+        doc: "KIP-890 part 1: a leader asks the transaction coordinator before a transaction version 0-1 producer's first batch opens a transaction on a partition (version 2 producers are always checked).",
+        ..boolean("transaction.partition.verification.enable", "true")
     },
     Key {
         doc: "How often the transaction coordinator aborts transactions past their timeout.",

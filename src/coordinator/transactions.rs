@@ -434,6 +434,16 @@ pub fn expire(
     })
 }
 
+/// Whether `transactional.id.expiration.ms` has passed since the id was last used with no
+/// transaction in flight (Kafka's `TransactionStateManager` removes such ids: their
+/// producer starts afresh with InitProducerId).
+pub fn id_expired(cur: &TxnMetadata, now_ms: i64, expiration_ms: i64) -> bool {
+    matches!(
+        cur.state,
+        TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+    ) && now_ms.saturating_sub(cur.last_update_ms) >= expiration_ms
+}
+
 // ---- the record format of `__transaction_state` --------------------------------------------
 
 /// Format version of [`encode`].
@@ -532,6 +542,25 @@ pub fn decode(id: &str, mut b: &[u8]) -> Option<TxnMetadata> {
 mod tests {
     use super::*;
     use crate::coordinator::partition_for;
+
+    #[test]
+    fn only_an_id_idle_with_no_transaction_in_flight_expires() {
+        let mut m = TxnMetadata::new("t", 7, 60_000, 1_000);
+        for (state, expires) in [
+            (TxnState::Empty, true),
+            (TxnState::CompleteCommit, true),
+            (TxnState::CompleteAbort, true),
+            (TxnState::Ongoing, false),
+            (TxnState::PrepareCommit, false),
+            (TxnState::PrepareAbort, false),
+            (TxnState::PrepareEpochFence, false),
+            (TxnState::Dead, false),
+        ] {
+            m.state = state;
+            assert_eq!(id_expired(&m, 1_000 + 500, 500), expires, "{state:?}");
+            assert!(!id_expired(&m, 1_000 + 499, 500), "{state:?} too soon");
+        }
+    }
 
     const MAX: i32 = 900_000;
 

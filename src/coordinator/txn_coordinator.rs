@@ -34,6 +34,10 @@ pub struct TxnConfig {
     pub timeout_max_ms: i32,
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`
     pub abort_check_interval: Duration,
+    /// `transactional.id.expiration.ms`
+    pub id_expiration_ms: i64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`
+    pub id_expiration_check_interval: Duration,
 }
 
 /// The markers of one prepared transaction.
@@ -366,14 +370,18 @@ impl TxnCoordinator {
     }
 
     /// Runs the timers and the markers until the process ends: finishes prepared
-    /// transactions and aborts timed-out ones every `abort_check_interval`.
+    /// transactions, aborts timed-out ones every `abort_check_interval` and removes
+    /// expired ids every `id_expiration_check_interval`.
     pub async fn run(self: Arc<Self>) {
         let mut tick = tokio::time::interval(self.config.abort_check_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut expiry = tokio::time::interval(self.config.id_expiration_check_interval);
+        expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = self.wake.notified() => {}
                 _ = tick.tick() => self.abort_timed_out().await,
+                _ = expiry.tick() => self.remove_expired_ids().await,
             }
             let ids: Vec<String> =
                 std::mem::take(&mut *self.to_finish.lock().unwrap_or_else(|e| e.into_inner()))
@@ -417,6 +425,50 @@ impl TxnCoordinator {
             );
             if self.write(&t).await.is_ok() {
                 self.finish_later(&id);
+            }
+        }
+    }
+
+    /// Removes the ids unused for `transactional.id.expiration.ms` with no transaction in
+    /// flight: a tombstone in `__transaction_state`, then out of memory (Kafka's
+    /// `TransactionStateManager.removeExpiredTransactionalIds`). Their producers start
+    /// afresh with InitProducerId; an old producer still writing is refused.
+    async fn remove_expired_ids(&self) {
+        let now = self.now_ms();
+        let expiration = self.config.id_expiration_ms;
+        let expired: Vec<String> = self
+            .lock()
+            .iter()
+            .filter(|(_, e)| !e.pending && txn::id_expired(&e.meta, now, expiration))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            let held = self.begin(
+                &id,
+                |cur| match cur {
+                    Some(m) if txn::id_expired(m, now, expiration) => Ok(()),
+                    _ => Err(ResponseError::ConcurrentTransactions),
+                },
+                |_| true,
+            );
+            if held.is_err() {
+                continue;
+            }
+            let tombstone = vec![GroupChange {
+                cf: GroupCf::Transactions,
+                key: id.as_bytes().to_vec(),
+                value: None,
+            }];
+            let ok = match self.log.get() {
+                Some(log) => log.submit(&id, tombstone).await.unwrap_or(false),
+                None => self.store.write_groups(&tombstone).is_ok(),
+            };
+            let mut ids = self.lock();
+            if ok {
+                ids.remove(&id);
+                tracing::info!(transactional_id = %id, "removed an expired transactional id");
+            } else if let Some(e) = ids.get_mut(&id) {
+                e.pending = false;
             }
         }
     }
@@ -626,6 +678,8 @@ mod tests {
             TxnConfig {
                 timeout_max_ms: 900_000,
                 abort_check_interval: Duration::from_secs(10),
+                id_expiration_ms: 604_800_000,
+                id_expiration_check_interval: Duration::from_secs(3600),
             },
         ));
         let rec = Arc::new(Recorder::default());
@@ -695,6 +749,8 @@ mod tests {
                 TxnConfig {
                     timeout_max_ms: 900_000,
                     abort_check_interval: Duration::from_secs(10),
+                    id_expiration_ms: 604_800_000,
+                    id_expiration_check_interval: Duration::from_secs(3600),
                 },
             ));
             let (pid, e) = c.init_producer_id("p", 60_000, None).await.unwrap();

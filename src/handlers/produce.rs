@@ -145,9 +145,14 @@ async fn check_transactional(
 /// Asks the transaction coordinator of `id` about every slot that needs it, one call per
 /// producer (a request holds one): Produce v12+ is transaction version 2's, whose client
 /// added no partition, so the leader adds it (KIP-890 part 2); older versions have it
-/// verified (part 1). A slot the coordinator refuses gets its error in the producer's terms.
+/// verified (part 1) unless `transaction.partition.verification.enable` is off. A slot the coordinator refuses gets its error in the producer's terms.
 async fn verify(broker: &Broker, id: &str, slots: &mut [Slot], version: i16) {
     let add = version >= 12;
+    if !add && !broker.config.cluster.transaction_partition_verification {
+        // Kafka's transaction.partition.verification.enable=false: older producers' batches
+        // are trusted, as before KIP-890 (a late one can leave a hanging transaction).
+        return;
+    }
     let mut by_producer: std::collections::BTreeMap<(i64, i16), Vec<usize>> = Default::default();
     for (i, s) in slots.iter().enumerate() {
         if let (Ok(Some(producer)), Some(_)) = (&s.check, &s.name) {

@@ -494,7 +494,7 @@ pub async fn describe_producers(
                                 .with_producer_id(s.producer_id.into())
                                 .with_producer_epoch(s.producer_epoch as i32)
                                 .with_last_sequence(s.last_sequence)
-                                .with_last_timestamp(-1)
+                                .with_last_timestamp(s.last_timestamp)
                                 .with_coordinator_epoch(s.coordinator_epoch)
                                 .with_current_txn_start_offset(s.txn_first_offset.unwrap_or(-1))
                         })

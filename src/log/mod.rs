@@ -102,6 +102,7 @@ pub struct ProducerView {
     pub last_sequence: i32,
     pub coordinator_epoch: i32,
     pub txn_first_offset: Option<i64>,
+    pub last_timestamp: i64,
 }
 
 /// A producer's transaction as the partition sees it.
@@ -259,12 +260,17 @@ impl PartitionLog {
         };
         let mut producers = HashMap::new();
         let mut open_txns = BTreeMap::new();
+        let loaded_at = crate::clock::now_ms();
         for (pid, v) in store.producer_states(id)? {
-            let s = ProducerState::decode(&v).ok_or_else(|| {
+            let mut s = ProducerState::decode(&v).ok_or_else(|| {
                 Error::Storage(format!(
                     "producer state {pid} of partition {id} is malformed"
                 ))
             })?;
+            if s.last_timestamp < 0 {
+                // Written before states kept it: expiration counts from now.
+                s.last_timestamp = loaded_at;
+            }
             if let Some(first) = s.txn_first_offset {
                 open_txns.insert(first, pid);
             }
@@ -432,7 +438,7 @@ impl PartitionLog {
         let before = prior.and_then(|p| p.txn_first_offset);
         let (offset, leader_epoch, epoch_start) = self.read_state().next_position();
         let (next, applied) =
-            ProducerState::after_marker(prior, producer_epoch, coordinator_epoch, offset);
+            ProducerState::after_marker(prior, producer_epoch, coordinator_epoch, offset, now_ms);
         let marker =
             batch::control_batch(producer_id, producer_epoch, kind, coordinator_epoch, now_ms);
         let stamped = batch::stamp(&marker, offset, leader_epoch, None);
@@ -499,6 +505,30 @@ impl PartitionLog {
             .is_some_and(|p| p.txn_first_offset.is_some() && p.epoch == epoch)
     }
 
+    /// Forgets the producers that last wrote here `expiration_ms` ago (by their batches'
+    /// timestamps) and have no transaction open, in memory and in storage, as Kafka's
+    /// `producer.id.expiration.ms` does on every replica. A forgotten producer's next batch
+    /// is taken like a new producer's. Returns how many were removed.
+    pub async fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> Result<usize> {
+        let mut producers = self.appends.lock().await;
+        let expired: Vec<i64> = producers
+            .iter()
+            .filter(|(_, s)| s.expired(now_ms, expiration_ms))
+            .map(|(pid, _)| *pid)
+            .collect();
+        if expired.is_empty() {
+            return Ok(0);
+        }
+        let (store, id, pids) = (self.store.clone(), self.id, expired.clone());
+        tokio::task::spawn_blocking(move || store.remove_producers(id, &pids))
+            .await
+            .map_err(|e| Error::Storage(format!("producer expiration task failed: {e}")))??;
+        for pid in &expired {
+            producers.remove(pid);
+        }
+        Ok(expired.len())
+    }
+
     /// Every producer this partition remembers (DescribeProducers).
     pub async fn producers(&self) -> Vec<ProducerView> {
         let producers = self.appends.lock().await;
@@ -510,6 +540,7 @@ impl PartitionLog {
                 last_sequence: p.batches.back().map_or(-1, |b| b.last_seq),
                 coordinator_epoch: p.coordinator_epoch,
                 txn_first_offset: p.txn_first_offset,
+                last_timestamp: p.last_timestamp,
             })
             .collect();
         out.sort_by_key(|p| p.producer_id);
@@ -894,6 +925,7 @@ impl PartitionLog {
                             h.producer_epoch,
                             batch::marker_coordinator_epoch(&bytes, &h).unwrap_or(-1),
                             h.base_offset,
+                            h.max_timestamp,
                         );
                         if let (ControlType::Abort, Some((first, last))) = (kind, applied.closed) {
                             let open =

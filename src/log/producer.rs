@@ -38,6 +38,9 @@ pub struct ProducerState {
     /// coordinator starts the next transaction only once the marker is committed (below the
     /// HW), and truncation never goes below the HW.
     pub last_txn: Option<(i64, i64)>,
+    /// The max timestamp of the producer's last batch or marker here (Kafka's
+    /// `lastTimestamp`): `producer.id.expiration.ms` counts from it. -1: unknown.
+    pub last_timestamp: i64,
 }
 
 /// What a transaction marker did to a producer's state.
@@ -51,6 +54,10 @@ pub struct MarkerApplied {
 /// Bytes the transactional fields add to an encoded state: a flags byte, the open
 /// transaction's first offset, the coordinator epoch, and the last closed transaction.
 const TXN_FIELDS_BYTES: usize = 1 + 8 + 4 + 16;
+
+/// Bytes the last timestamp adds after the transactional fields (states written before
+/// producer ids expired end without it).
+const TIMESTAMP_BYTES: usize = 8;
 
 /// What to do with a batch from an idempotent producer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +76,15 @@ impl ProducerState {
             txn_first_offset: None,
             coordinator_epoch: -1,
             last_txn: None,
+            last_timestamp: -1,
         }
+    }
+
+    /// Whether `producer.id.expiration.ms` has passed since this producer last wrote here
+    /// with no transaction open (Kafka's `ProducerStateManager.isProducerExpired`).
+    pub fn expired(&self, now_ms: i64, expiration_ms: i64) -> bool {
+        self.txn_first_offset.is_none()
+            && now_ms.saturating_sub(self.last_timestamp) >= expiration_ms
     }
 
     /// Checks a transaction marker for this producer against its state (Kafka's
@@ -103,6 +118,7 @@ impl ProducerState {
         producer_epoch: i16,
         coordinator_epoch: i32,
         marker_offset: i64,
+        timestamp: i64,
     ) -> (ProducerState, MarkerApplied) {
         let mut next = match state {
             Some(s) if s.epoch == producer_epoch => s.clone(),
@@ -116,6 +132,7 @@ impl ProducerState {
             None => ProducerState::new(producer_epoch),
         };
         next.coordinator_epoch = coordinator_epoch;
+        next.last_timestamp = timestamp;
         let closed = next
             .txn_first_offset
             .take()
@@ -227,6 +244,7 @@ impl ProducerState {
         if h.is_transactional() && next.txn_first_offset.is_none() {
             next.txn_first_offset = Some(base_offset);
         }
+        next.last_timestamp = h.max_timestamp;
         if next.batches.len() == DEDUP_BATCHES {
             next.batches.pop_front();
         }
@@ -242,7 +260,9 @@ impl ProducerState {
     /// Encodes the state: epoch, batch count, the batches, then the transactional fields
     /// (states written before transactions existed end after the batches).
     pub fn encode(&self) -> Bytes {
-        let mut b = BytesMut::with_capacity(3 + self.batches.len() * 20 + TXN_FIELDS_BYTES);
+        let mut b = BytesMut::with_capacity(
+            3 + self.batches.len() * 20 + TXN_FIELDS_BYTES + TIMESTAMP_BYTES,
+        );
         b.put_i16(self.epoch);
         b.put_u8(self.batches.len() as u8);
         for s in &self.batches {
@@ -259,6 +279,7 @@ impl ProducerState {
         let (first, marker) = self.last_txn.unwrap_or((-1, -1));
         b.put_i64(first);
         b.put_i64(marker);
+        b.put_i64(self.last_timestamp);
         b.freeze()
     }
 
@@ -266,8 +287,9 @@ impl ProducerState {
         let epoch = i16::from_be_bytes(v.get(0..2)?.try_into().ok()?);
         let n = *v.get(2)? as usize;
         let batches_end = 3 + n * 20;
+        let with_txn = batches_end + TXN_FIELDS_BYTES;
         if n > DEDUP_BATCHES
-            || (v.len() != batches_end && v.len() != batches_end + TXN_FIELDS_BYTES)
+            || ![batches_end, with_txn, with_txn + TIMESTAMP_BYTES].contains(&v.len())
         {
             return None;
         }
@@ -285,8 +307,13 @@ impl ProducerState {
             batches,
             ..ProducerState::new(epoch)
         };
+        if let Some(t) = v.get(with_txn..) {
+            if t.len() == TIMESTAMP_BYTES {
+                state.last_timestamp = i64::from_be_bytes(t.try_into().ok()?);
+            }
+        }
         if let Some(t) = v.get(batches_end..) {
-            if t.len() == TXN_FIELDS_BYTES {
+            if t.len() >= TXN_FIELDS_BYTES {
                 let i64_at = |at: usize| t[at..at + 8].try_into().ok().map(i64::from_be_bytes);
                 let flags = t[0];
                 state.txn_first_offset = (flags & 1 != 0).then(|| i64_at(1)).flatten();
@@ -327,7 +354,7 @@ mod tests {
     fn after_a_marker_bumps_the_epoch_the_sequence_starts_at_zero() {
         let h = header(4, 0, 100);
         let s = ProducerState::after_append(None, &h, 0);
-        let (s, _) = ProducerState::after_marker(Some(&s), 5, 0, 100);
+        let (s, _) = ProducerState::after_marker(Some(&s), 5, 0, 100, 0);
         assert!(matches!(
             ProducerState::check(Some(&s), &header(5, 37, 37)),
             Err(Error::OutOfOrderSequence {
@@ -418,9 +445,28 @@ mod tests {
         assert_eq!(s.batches.front().unwrap().first_seq, 2);
         assert_eq!(ProducerState::decode(&s.encode()).unwrap(), s);
         assert!(ProducerState::decode(b"\x00").is_none());
-        // A state written before transactions existed has no transactional fields.
+        // States written before transactions existed have no transactional fields, and
+        // those written before producer ids expired no last timestamp (-1: unknown).
+        let unknown = ProducerState {
+            last_timestamp: -1,
+            ..s.clone()
+        };
         let old = &s.encode()[..3 + DEDUP_BATCHES * 20];
-        assert_eq!(ProducerState::decode(old).unwrap(), s);
+        assert_eq!(ProducerState::decode(old).unwrap(), unknown);
+        let old = &s.encode()[..3 + DEDUP_BATCHES * 20 + TXN_FIELDS_BYTES];
+        assert_eq!(ProducerState::decode(old).unwrap(), unknown);
+    }
+
+    #[test]
+    fn a_producer_expires_after_its_last_write_unless_a_transaction_is_open() {
+        let s = ProducerState::after_append(None, &header(0, 0, 1), 0);
+        let last = s.last_timestamp;
+        assert!(!s.expired(last + 999, 1000));
+        assert!(s.expired(last + 1000, 1000));
+        let (s, _) = ProducerState::after_marker(Some(&s), 0, 0, 1, last + 5000);
+        assert!(!s.expired(last + 5999, 1000), "a marker counts as a write");
+        let open = ProducerState::after_append(None, &txn_header(0, 0), 10);
+        assert!(!open.expired(i64::MAX, 1), "an open transaction keeps it");
     }
 
     fn txn_header(epoch: i16, seq: i32) -> BatchHeader {
@@ -438,7 +484,7 @@ mod tests {
         let s = ProducerState::after_append(Some(&s), &txn_header(0, 1), 12);
         assert_eq!(s.txn_first_offset, Some(10), "the first batch sets it");
         assert!(ProducerState::check_marker(Some(&s), 0, 3).is_ok());
-        let (s, applied) = ProducerState::after_marker(Some(&s), 0, 3, 14);
+        let (s, applied) = ProducerState::after_marker(Some(&s), 0, 3, 14, 0);
         assert_eq!(applied.closed, Some((10, 14)));
         assert_eq!(
             (s.txn_first_offset, s.last_txn, s.coordinator_epoch),
@@ -455,7 +501,7 @@ mod tests {
             Err(Error::InvalidProducerEpoch { .. })
         ));
         // A marker for a producer with nothing open here closes nothing.
-        let (again, applied) = ProducerState::after_marker(Some(&s), 1, 3, 15);
+        let (again, applied) = ProducerState::after_marker(Some(&s), 1, 3, 15, 0);
         assert_eq!(
             (applied.closed, again.epoch, again.last_txn),
             (None, 1, Some((10, 14)))

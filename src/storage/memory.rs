@@ -168,6 +168,14 @@ impl LogStore for MemoryStore {
         Ok(())
     }
 
+    fn remove_producers(&self, p: PartitionId, producers: &[i64]) -> Result<()> {
+        let mut g = self.lock();
+        for pid in producers {
+            g.producers.remove(&(p, *pid));
+        }
+        Ok(())
+    }
+
     fn producer_states(&self, p: PartitionId) -> Result<Vec<(i64, Bytes)>> {
         let g = self.lock();
         Ok(g.producers

@@ -145,6 +145,9 @@ pub trait LogStore: Send + Sync + 'static {
     /// aborted-transactions index.
     fn delete_partition(&self, partition: PartitionId) -> Result<()>;
 
+    /// Deletes the states of `producers` (expired ones).
+    fn remove_producers(&self, partition: PartitionId, producers: &[i64]) -> Result<()>;
+
     /// Every producer state of the partition: (producer id, encoded state).
     fn producer_states(&self, partition: PartitionId) -> Result<Vec<(i64, Bytes)>>;
 

@@ -356,6 +356,14 @@ impl LogStore for RocksStore {
         self.write(wb, true)
     }
 
+    fn remove_producers(&self, partition: PartitionId, producers: &[i64]) -> Result<()> {
+        let mut wb = WriteBatch::default();
+        for pid in producers {
+            wb.delete_cf(self.cf(CF_PRODUCERS), producer_key(partition, *pid));
+        }
+        self.write(wb, false)
+    }
+
     fn producer_states(&self, partition: PartitionId) -> Result<Vec<(i64, Bytes)>> {
         let mut it = self
             .db
