@@ -607,26 +607,46 @@ impl PartitionLog {
                 (upper, offsets, None)
             }
         };
+        // Where the batches read end (the store's come as one buffer of several).
+        let mut read_end = None;
         let batches = match from_tail {
             Some(b) => b,
             None => {
                 let store = self.store.clone();
                 let id = self.id;
-                let mut b = tokio::task::spawn_blocking(move || store.read(id, offset, max_bytes))
+                let read = tokio::task::spawn_blocking(move || store.read(id, offset, max_bytes))
                     .await
                     .map_err(|e| Error::Storage(format!("read task failed: {e}")))??;
-                b.retain(|batch| BatchHeader::parse(batch).is_ok_and(|h| h.base_offset < upper));
-                if !min_one && b.first().is_some_and(|f| f.len() > max_bytes) {
-                    b.clear();
+                // Whole batches below `upper`: a prefix of what was read.
+                let (mut end, mut last) = (0, None);
+                while let Ok(h) = BatchHeader::parse(&read[end..]) {
+                    if h.base_offset >= upper {
+                        break;
+                    }
+                    end += h.size;
+                    last = Some(h);
                 }
-                b
+                if !min_one && end > max_bytes {
+                    end = 0;
+                }
+                match last {
+                    Some(h) if end > 0 => {
+                        read_end = Some(h.last_offset() + 1);
+                        vec![read.slice(..end)]
+                    }
+                    _ => Vec::new(),
+                }
             }
         };
         let aborted = (upto == ReadUpTo::LastStable).then(|| {
-            let end = batches
-                .last()
-                .and_then(|b| BatchHeader::parse(b).ok())
-                .map_or(offset, |h| h.last_offset() + 1);
+            let end = read_end
+                .or_else(|| {
+                    batches
+                        .last()
+                        .and_then(|b| BatchHeader::parse(b).ok())
+                        .map(|h| h.last_offset() + 1)
+                })
+                .unwrap_or(offset);
             self.aborted_between(offset, end)
         });
         Ok(ReadResult {

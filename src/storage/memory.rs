@@ -72,24 +72,22 @@ impl LogStore for MemoryStore {
         Ok(())
     }
 
-    fn read(&self, p: PartitionId, from_offset: i64, max_bytes: usize) -> Result<Vec<Bytes>> {
+    fn read(&self, p: PartitionId, from_offset: i64, max_bytes: usize) -> Result<Bytes> {
         let g = self.lock();
         let Some(first) = g.first_holding(p, from_offset) else {
-            return Ok(Vec::new());
+            return Ok(Bytes::new());
         };
-        let mut out = Vec::new();
-        let mut total = 0;
+        let mut out = bytes::BytesMut::new();
         for (_, (_, b)) in g.batches.range((p, first)..(p, i64::MAX)) {
-            if !out.is_empty() && total + b.len() > max_bytes {
+            if !out.is_empty() && out.len() + b.len() > max_bytes {
                 break;
             }
-            total += b.len();
-            out.push(b.clone());
-            if total >= max_bytes {
+            out.extend_from_slice(b);
+            if out.len() >= max_bytes {
                 break;
             }
         }
-        Ok(out)
+        Ok(out.freeze())
     }
 
     fn scan_batches(

@@ -19,7 +19,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Options,
     ReadOptions, WriteBatch, WriteOptions, DB,
@@ -189,41 +189,40 @@ impl LogStore for RocksStore {
         self.write(wb, durable)
     }
 
-    fn read(
-        &self,
-        partition: PartitionId,
-        from_offset: i64,
-        max_bytes: usize,
-    ) -> Result<Vec<Bytes>> {
-        // The index says which batch holds from_offset; the log is then read forward from it.
-        let mut first = None;
+    fn read(&self, partition: PartitionId, from_offset: i64, max_bytes: usize) -> Result<Bytes> {
+        // The index says which batch holds from_offset, and how many bytes the batches to
+        // read take (so the buffer is allocated once); the log is then read forward.
+        let (mut first, mut sized) = (None, 0usize);
         self.scan_batches(partition, from_offset, &mut |m| {
-            first = Some(m.base_offset);
-            false
+            let size = m.size as usize;
+            if first.is_some() && sized + size > max_bytes {
+                return false;
+            }
+            first.get_or_insert(m.base_offset);
+            sized += size;
+            sized < max_bytes
         })?;
         let Some(first) = first else {
-            return Ok(Vec::new());
+            return Ok(Bytes::new());
         };
         let mut it = self
             .db
             .raw_iterator_cf_opt(self.cf(CF_LOG), Self::partition_bounds(partition));
         it.seek(batch_key(partition, first));
-        let mut out = Vec::new();
-        let mut total = 0usize;
+        let mut out = BytesMut::with_capacity(sized);
         while it.valid() {
             let Some(value) = it.value() else { break };
-            if !out.is_empty() && total + value.len() > max_bytes {
+            if !out.is_empty() && out.len() + value.len() > max_bytes {
                 break;
             }
-            total += value.len();
-            out.push(Bytes::copy_from_slice(value));
-            if total >= max_bytes {
+            out.extend_from_slice(value);
+            if out.len() >= max_bytes {
                 break;
             }
             it.next();
         }
         it.status().map_err(storage_err)?;
-        Ok(out)
+        Ok(out.freeze())
     }
 
     fn scan_batches(
