@@ -463,12 +463,7 @@ impl Broker {
         let mut shutdown = self.shutdown_signal();
         let period = Duration::from_millis(self.config.producer_id_expiration_check_ms);
         let expiration = self.config.producer_id_expiration_ms;
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(period) => {}
-                _ = shutdown::requested(&mut shutdown) => return,
-            }
-            let now = crate::clock::now_ms();
+        while let Some(now) = next_pass(&mut shutdown, period).await {
             for topic in self.catalog.all() {
                 for p in &topic.partitions {
                     match p.log.expire_producers(now, expiration).await {
@@ -489,12 +484,7 @@ impl Broker {
     pub async fn run_retention(self: Arc<Self>) {
         let mut shutdown = self.shutdown_signal();
         let period = Duration::from_millis(self.config.log_retention_check_interval_ms);
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(period) => {}
-                _ = shutdown::requested(&mut shutdown) => return,
-            }
-            let now = crate::clock::now_ms();
+        while let Some(now) = next_pass(&mut shutdown, period).await {
             for topic in self.catalog.all() {
                 let e = topic.effective;
                 if !e.delete_retention {
@@ -517,6 +507,15 @@ impl Broker {
                 }
             }
         }
+    }
+}
+
+/// Waits `period` for a periodic pass over the partitions: the wall clock then, or None
+/// once shutdown is requested.
+async fn next_pass(shutdown: &mut watch::Receiver<bool>, period: Duration) -> Option<i64> {
+    tokio::select! {
+        _ = tokio::time::sleep(period) => Some(crate::clock::now_ms()),
+        _ = shutdown::requested(shutdown) => None,
     }
 }
 
