@@ -663,19 +663,9 @@ fn without_verification_a_late_batch_leaves_a_hanging_transaction() {
         vec![],
         "the coordinator does not know it"
     );
-    let r: DescribeProducersResponse = c.send(
-        ApiKey::DescribeProducers,
-        0,
-        &DescribeProducersRequest::default().with_topics(vec![
-            describe_producers_request::TopicRequest::default()
-                .with_name(name("h"))
-                .with_partition_indexes(vec![0]),
-        ]),
-    );
-    let open: Vec<(i64, i64)> = r.topics[0].partitions[0]
-        .active_producers
-        .iter()
-        .map(|p| (p.producer_id.0, p.current_txn_start_offset))
+    let open: Vec<(i64, i64)> = producers_of(&mut c, "h", 0)
+        .into_iter()
+        .map(|p| (p.0, p.2))
         .collect();
     assert_eq!(open, vec![(pid, 0)], "open in the log");
     assert_eq!(latest(&mut c, "h", 1), 0, "it holds the last stable offset");

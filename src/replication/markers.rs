@@ -162,16 +162,22 @@ impl MarkerWriter for ClusterMarkers {
     }
 }
 
+/// Partition indexes by topic, as requests name them.
+fn by_topic(partitions: &[TxnPartition]) -> BTreeMap<&str, Vec<i32>> {
+    let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for p in partitions {
+        topics.entry(&p.0).or_default().push(p.1);
+    }
+    topics
+}
+
 /// WriteTxnMarkers to another leader for `partitions`; answers the partitions that failed.
 async fn send(
     addr: &str,
     m: &Markers,
     partitions: Vec<TxnPartition>,
 ) -> Vec<(TxnPartition, ResponseError)> {
-    let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-    for p in &partitions {
-        topics.entry(&p.0).or_default().push(p.1);
-    }
+    let topics = by_topic(&partitions);
     let req = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
         .with_producer_id(m.producer_id.into())
         .with_producer_epoch(m.producer_epoch)
@@ -240,10 +246,7 @@ pub async fn verify_remote(
         AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
     };
     use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
-    let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-    for p in partitions {
-        topics.entry(&p.0).or_default().push(p.1);
-    }
+    let topics = by_topic(partitions);
     let req = AddPartitionsToTxnRequest::default().with_transactions(vec![
         AddPartitionsToTxnTransaction::default()
             .with_transactional_id(crate::wire::str_bytes(id).into())
