@@ -39,12 +39,13 @@ pub async fn handle(
     let mut slots: Vec<Slot> = Vec::new();
     let mut topics = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
-        let name = match version >= 13 {
+        // Shared by the topic's slots (no copy of the name per partition).
+        let name: Option<Arc<str>> = match version >= 13 {
             true => broker
                 .catalog
                 .get_by_id(topic.topic_id)
-                .map(|t| t.name.clone()),
-            false => Some(topic.name.to_string()),
+                .map(|t| Arc::from(t.name.as_str())),
+            false => Some(Arc::from(topic.name.as_str())),
         };
         let first = slots.len();
         for p in topic.partition_data {
@@ -98,7 +99,7 @@ pub async fn handle(
 
 /// One partition of a request on its way to the log.
 struct Slot {
-    name: Option<String>,
+    name: Option<Arc<str>>,
     index: i32,
     records: bytes::Bytes,
     /// Err: answered without appending; Ok(Some(producer)): the transaction coordinator
@@ -162,7 +163,10 @@ async fn verify(broker: &Broker, id: &str, slots: &mut [Slot], version: i16) {
     for ((producer_id, epoch), at) in by_producer {
         let partitions: Vec<_> = at
             .iter()
-            .map(|&i| (slots[i].name.clone().unwrap_or_default(), slots[i].index))
+            .map(|&i| {
+                let name = slots[i].name.as_deref().unwrap_or_default();
+                (name.to_string(), slots[i].index)
+            })
             .collect();
         let answers = broker
             .verify_txn(id, producer_id, epoch, &partitions, add)
