@@ -45,6 +45,13 @@ if ! command -v cargo >/dev/null; then
   echo "install-deps: cargo is missing; install Rust (https://rustup.rs) and run again" >&2
   exit 1
 fi
+if [ "$what" = test ] && ! command -v node >/dev/null; then
+  # compat-tests/kafkajs runs kafkajs (npm) on Node.js 18 or newer; Debian 12's is 18.
+  echo "install-deps: installing nodejs and npm"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
+fi
 if [ "$what" = test ] && ! command -v go >/dev/null; then
   # compat-tests/franz-go needs a Go recent enough for franz-go 1.22 (Debian 12's golang-go
   # 1.19 is not): take it from https://go.dev/dl/.
