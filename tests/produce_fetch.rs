@@ -76,6 +76,99 @@ fn empty_fetch_answers_after_max_wait_with_empty_records() {
     assert_eq!(err, ResponseError::OffsetOutOfRange.code());
 }
 
+/// Records per partition of one Fetch of partitions 0..4 of `topic`, all from `offsets`.
+fn fetch_counts(
+    c: &mut Client,
+    topic: &str,
+    offsets: [i64; 4],
+    max_bytes: i32,
+    partition_max: i32,
+) -> Vec<usize> {
+    use kafka_protocol::messages::fetch_request::FetchPartition;
+    let mut req = Client::fetch_request(topic, 0, 0, 0, 0).with_max_bytes(max_bytes);
+    req.topics[0].partitions = (0..4)
+        .map(|p| {
+            FetchPartition::default()
+                .with_partition(p)
+                .with_fetch_offset(offsets[p as usize])
+                .with_current_leader_epoch(-1)
+                .with_last_fetched_epoch(-1)
+                .with_partition_max_bytes(partition_max)
+        })
+        .collect();
+    let resp: FetchResponse = c.send(ApiKey::Fetch, 12, &req);
+    resp.responses[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            assert_eq!(p.error_code, 0);
+            common::records(p.records.clone().unwrap()).len()
+        })
+        .collect()
+}
+
+#[test]
+fn fetch_of_many_partitions_keeps_kip74_budgets() {
+    let mut b = Broker::start();
+    let value = "x".repeat(100);
+    let size = batch(&[&value]).len() as i32;
+    {
+        let mut c = b.client();
+        assert_eq!(c.create_topic("m", 4, &[]), 0);
+        for p in 0..4 {
+            for _ in 0..3 {
+                assert_eq!(c.produce("m", p, batch(&[&value]), -1).0, 0);
+            }
+        }
+    }
+    // Once from the broker's recent-batch cache, once from storage after a restart.
+    for round in 0..2 {
+        let mut c = b.client();
+        let from0 = [0; 4];
+        // Room for everything: every batch of every partition.
+        assert_eq!(
+            fetch_counts(&mut c, "m", from0, 50 << 20, 1 << 20),
+            [3, 3, 3, 3],
+            "round {round}"
+        );
+        // A partition limit below one batch: the first partition still gets one (KIP-74).
+        assert_eq!(
+            fetch_counts(&mut c, "m", from0, 50 << 20, 1),
+            [1, 0, 0, 0],
+            "round {round}"
+        );
+        // ... and when the first partition has nothing new, the first that has does.
+        assert_eq!(
+            fetch_counts(&mut c, "m", [3, 0, 0, 0], 50 << 20, 1),
+            [0, 1, 0, 0],
+            "round {round}"
+        );
+        // A response limit below one batch: one batch in all.
+        assert_eq!(
+            fetch_counts(&mut c, "m", from0, 1, 1 << 20),
+            [1, 0, 0, 0],
+            "round {round}"
+        );
+        // Two batches per partition, four in all: the budget runs out after two partitions.
+        assert_eq!(
+            fetch_counts(&mut c, "m", from0, 4 * size + 1, 2 * size + 1),
+            [2, 2, 0, 0],
+            "round {round}"
+        );
+        // Budget for five batches: the third partition gets what is left of it.
+        assert_eq!(
+            fetch_counts(&mut c, "m", from0, 5 * size, 2 * size),
+            [2, 2, 1, 0],
+            "round {round}"
+        );
+        drop(c);
+        if round == 0 {
+            b.stop();
+            b.restart();
+        }
+    }
+}
+
 #[test]
 fn idempotent_producer_dedupes_and_checks_sequences() {
     let b = Broker::start();

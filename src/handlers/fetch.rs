@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::select_all;
+use futures_util::future::{join_all, select_all};
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
@@ -17,6 +17,7 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::error::{Error, Result};
+use crate::log::batch::BatchHeader;
 use crate::log::ReadUpTo;
 use crate::topics::{Partition, Topic};
 
@@ -187,98 +188,140 @@ fn respond(
 
 /// Reads every wanted partition once; returns the partition answers, the record bytes
 /// gathered and whether any partition answered with an error.
+///
+/// Partitions are read in waves, each wave's partitions concurrently: a wave takes
+/// partitions in request order while their `partition_max_bytes` fit in what is left of
+/// `max_bytes`, so no partition's read depends on how much an earlier one of its wave
+/// returned. Only KIP-74's one oversized batch can break that; [`trim`] then cuts the
+/// answers back to what reading one partition after another would have returned.
 async fn gather(
     wanted: &[Wanted],
     max_bytes: usize,
     upto: ReadUpTo,
 ) -> (Vec<(usize, PartitionData)>, usize, bool) {
-    let read_committed = upto == ReadUpTo::LastStable;
     let mut out = Vec::with_capacity(wanted.len());
     let mut remaining = max_bytes;
     let mut min_one = true;
     let mut any_error = false;
-    for w in wanted {
-        let base = PartitionData::default()
-            .with_partition_index(w.index)
-            .with_preferred_read_replica(BrokerId(-1))
-            .with_aborted_transactions(read_committed.then(Vec::new));
-        let part = match &w.partition {
-            Ok(p) => p,
-            Err(e) => {
-                any_error = true;
-                out.push((w.topic, failed(base, e)));
-                continue;
+    let mut rest = wanted;
+    while !rest.is_empty() {
+        let mut n = 0;
+        let mut sum = 0usize;
+        for w in rest {
+            let want = w.partition_max_bytes.max(0) as usize;
+            if n > 0 && sum.saturating_add(want) > remaining {
+                break;
             }
-        };
-        let log = &part.log;
-        if let Err(e) = log.check_leader_epoch(w.current_leader_epoch) {
-            any_error = true;
-            out.push((w.topic, failed(base, &e)));
-            continue;
+            sum = sum.saturating_add(want);
+            n += 1;
         }
-        if w.last_fetched_epoch >= 0 {
-            // KIP-320/595: tell a fetcher whose last epoch ended earlier where to truncate.
-            let (epoch, end) = log.end_offset_for_epoch(w.last_fetched_epoch);
-            if epoch >= 0 && (epoch < w.last_fetched_epoch || end < w.fetch_offset) {
-                let o = log.offsets();
-                out.push((
-                    w.topic,
-                    base.with_high_watermark(o.high_watermark)
-                        .with_last_stable_offset(o.last_stable)
-                        .with_log_start_offset(o.log_start)
-                        .with_diverging_epoch(
-                            EpochEndOffset::default()
-                                .with_epoch(epoch)
-                                .with_end_offset(end),
-                        )
-                        .with_records(Some(bytes::Bytes::new())),
-                ));
-                any_error = true;
-                continue;
-            }
-        }
-        let limit = (w.partition_max_bytes.max(0) as usize).min(remaining);
-        match log.read(w.fetch_offset, limit, min_one, upto).await {
-            Ok(r) => {
-                if !r.records.is_empty() {
+        let (wave, later) = rest.split_at(n);
+        rest = later;
+        let limit = remaining;
+        let answers = join_all(wave.iter().map(|w| read_one(w, limit, min_one, upto))).await;
+        for (w, (mut p, error)) in wave.iter().zip(answers) {
+            any_error |= error;
+            let limit = (w.partition_max_bytes.max(0) as usize).min(remaining);
+            if let Some(records) = &mut p.records {
+                trim(records, limit, min_one);
+                if !records.is_empty() {
                     min_one = false;
-                    remaining = remaining.saturating_sub(r.records.len());
+                    remaining = remaining.saturating_sub(records.len());
                 }
-                // Null for read_uncommitted; for read_committed, the aborted transactions
-                // the client must drop from these records.
-                let aborted = r.aborted.map(|list| {
-                    list.into_iter()
-                        .map(|(pid, first)| {
-                            AbortedTransaction::default()
-                                .with_producer_id(pid.into())
-                                .with_first_offset(first)
-                        })
-                        .collect()
-                });
-                out.push((
-                    w.topic,
-                    base.with_high_watermark(r.high_watermark)
-                        .with_last_stable_offset(r.last_stable_offset)
-                        .with_log_start_offset(r.log_start_offset)
-                        .with_aborted_transactions(aborted)
-                        .with_records(Some(r.records)),
-                ));
             }
-            Err(e) => {
-                any_error = true;
-                let o = log.offsets();
-                out.push((
-                    w.topic,
-                    failed(base, &e)
-                        .with_high_watermark(o.high_watermark)
-                        .with_last_stable_offset(o.last_stable)
-                        .with_log_start_offset(o.log_start),
-                ));
-            }
+            out.push((w.topic, p));
         }
     }
     let bytes = max_bytes - remaining;
     (out, bytes, any_error)
+}
+
+/// Cuts `records` (whole batches) to the batches that fit in `limit` bytes, keeping the
+/// first one anyway when `min_one`.
+fn trim(records: &mut bytes::Bytes, limit: usize, min_one: bool) {
+    if records.len() <= limit {
+        return;
+    }
+    let mut end = 0;
+    while let Ok(h) = BatchHeader::parse(&records[end..]) {
+        if end + h.size > limit && (end > 0 || !min_one) {
+            break;
+        }
+        end += h.size;
+    }
+    records.truncate(end);
+}
+
+/// One partition's answer, read with at most `max_bytes` left for the whole fetch; and
+/// whether it is an error.
+async fn read_one(
+    w: &Wanted,
+    max_bytes: usize,
+    min_one: bool,
+    upto: ReadUpTo,
+) -> (PartitionData, bool) {
+    let read_committed = upto == ReadUpTo::LastStable;
+    let base = PartitionData::default()
+        .with_partition_index(w.index)
+        .with_preferred_read_replica(BrokerId(-1))
+        .with_aborted_transactions(read_committed.then(Vec::new));
+    let part = match &w.partition {
+        Ok(p) => p,
+        Err(e) => return (failed(base, e), true),
+    };
+    let log = &part.log;
+    if let Err(e) = log.check_leader_epoch(w.current_leader_epoch) {
+        return (failed(base, &e), true);
+    }
+    if w.last_fetched_epoch >= 0 {
+        // KIP-320/595: tell a fetcher whose last epoch ended earlier where to truncate.
+        let (epoch, end) = log.end_offset_for_epoch(w.last_fetched_epoch);
+        if epoch >= 0 && (epoch < w.last_fetched_epoch || end < w.fetch_offset) {
+            let o = log.offsets();
+            let p = base
+                .with_high_watermark(o.high_watermark)
+                .with_last_stable_offset(o.last_stable)
+                .with_log_start_offset(o.log_start)
+                .with_diverging_epoch(
+                    EpochEndOffset::default()
+                        .with_epoch(epoch)
+                        .with_end_offset(end),
+                )
+                .with_records(Some(bytes::Bytes::new()));
+            return (p, true);
+        }
+    }
+    let limit = (w.partition_max_bytes.max(0) as usize).min(max_bytes);
+    match log.read(w.fetch_offset, limit, min_one, upto).await {
+        Ok(r) => {
+            // Null for read_uncommitted; for read_committed, the aborted transactions the
+            // client must drop from these records (entries past the records are harmless).
+            let aborted = r.aborted.map(|list| {
+                list.into_iter()
+                    .map(|(pid, first)| {
+                        AbortedTransaction::default()
+                            .with_producer_id(pid.into())
+                            .with_first_offset(first)
+                    })
+                    .collect()
+            });
+            let p = base
+                .with_high_watermark(r.high_watermark)
+                .with_last_stable_offset(r.last_stable_offset)
+                .with_log_start_offset(r.log_start_offset)
+                .with_aborted_transactions(aborted)
+                .with_records(Some(r.records));
+            (p, false)
+        }
+        Err(e) => {
+            let o = log.offsets();
+            let p = failed(base, &e)
+                .with_high_watermark(o.high_watermark)
+                .with_last_stable_offset(o.last_stable)
+                .with_log_start_offset(o.log_start);
+            (p, true)
+        }
+    }
 }
 
 fn failed(base: PartitionData, e: &Error) -> PartitionData {
@@ -291,4 +334,43 @@ fn failed(base: PartitionData, e: &Error) -> PartitionData {
         .with_log_start_offset(-1)
         // Never null: librdkafka rejects a -1 record set size.
         .with_records(Some(bytes::Bytes::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::trim;
+    use crate::log::batch::tests::batch;
+
+    fn three() -> (bytes::Bytes, usize, usize) {
+        let a = batch(&[b"one", b"two"], None, 0);
+        let b = batch(&[b"three"], None, 0);
+        let c = batch(&[b"four"], None, 0);
+        let (la, lb) = (a.len(), b.len());
+        (bytes::Bytes::from([a, b, c].concat()), la, lb)
+    }
+
+    #[test]
+    fn trim_keeps_the_whole_batches_that_fit() {
+        let (all, la, lb) = three();
+        let mut r = all.clone();
+        trim(&mut r, all.len(), false);
+        assert_eq!(r, all);
+        let mut r = all.clone();
+        trim(&mut r, la + lb + 1, false);
+        assert_eq!(r, all.slice(..la + lb));
+        let mut r = all.clone();
+        trim(&mut r, la + lb - 1, true);
+        assert_eq!(r, all.slice(..la));
+    }
+
+    #[test]
+    fn trim_keeps_one_oversized_batch_only_when_min_one() {
+        let (all, la, _) = three();
+        let mut r = all.clone();
+        trim(&mut r, la - 1, true);
+        assert_eq!(r, all.slice(..la));
+        let mut r = all.clone();
+        trim(&mut r, la - 1, false);
+        assert!(r.is_empty());
+    }
 }
