@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchResponse, RequestHeader,
+};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::ResponseError;
 use tracing::Instrument;
@@ -20,10 +22,11 @@ use crate::broker::Broker;
 use crate::handlers::{self, Connection, RequestContext};
 use crate::metrics::errors::ErrorCodes;
 use crate::wire::response_frame;
+use crate::wire::splice::{spliced_response_frame, Pieces};
 
 /// What became of one request.
 pub enum Outcome {
-    Respond(Bytes),
+    Respond(Pieces),
     /// acks=0 produce: Kafka sends nothing back.
     NoResponse,
     Close(String),
@@ -34,7 +37,7 @@ macro_rules! apis {
         /// Every API Cairn serves with its version range, in api-key order.
         pub const APIS: &[(ApiKey, i16, i16)] = &[ $( (ApiKey::$key, $min, $max) ),* ];
 
-        async fn call(broker: &Arc<Broker>, ctx: &RequestContext<'_>, body: &mut Bytes) -> Result<Option<Bytes>, String> {
+        async fn call(broker: &Arc<Broker>, ctx: &RequestContext<'_>, body: &mut Bytes) -> Result<Option<Pieces>, String> {
             match ctx.api {
                 $( ApiKey::$key => {
                     let started = Instant::now();
@@ -51,6 +54,9 @@ macro_rules! apis {
 }
 
 macro_rules! observe {
+    (fetch, $broker:expr, $ctx:expr, $started:expr, $r:expr) => {
+        observe!(always, $broker, $ctx, $started, $r)
+    };
     (always, $broker:expr, $ctx:expr, $started:expr, $r:expr) => {
         $broker.metrics.request(
             $ctx.api,
@@ -70,6 +76,9 @@ macro_rules! observe {
 }
 
 macro_rules! reply {
+    (fetch, $ctx:expr, $r:expr) => {
+        encode_fetch($ctx, $r)
+    };
     (always, $ctx:expr, $r:expr) => {
         encode_response($ctx, Some($r))
     };
@@ -84,7 +93,7 @@ apis! {
     // connection because kafka-protocol, like Kafka 4, no longer parses them.
     Produce: 0..=13 => maybe handlers::produce::handle,
     // v13+ name topics by id; 17 is Kafka 4.1's newest.
-    Fetch: 4..=17 => always handlers::fetch::handle,
+    Fetch: 4..=17 => fetch handlers::fetch::handle,
     ListOffsets: 1..=10 => always handlers::list_offsets::handle,
     Metadata: 0..=13 => always handlers::metadata::handle,
     // Capped at 9 until topic ids (v10) are proven end to end, like Fetch.
@@ -156,7 +165,7 @@ pub async fn handle(broker: &Arc<Broker>, conn: &Connection, mut frame: Bytes) -
     match supported(api, version) {
         None => return Outcome::Close(format!("api {api:?} ({key}) is not supported")),
         Some(false) if api == ApiKey::ApiVersions && version > 0 => {
-            return Outcome::Respond(api_versions_too_new(correlation_id));
+            return Outcome::Respond(api_versions_too_new(correlation_id).into());
         }
         Some(false) => return Outcome::Close(format!("{api:?} v{version} is not supported")),
         Some(true) => {}
@@ -189,11 +198,27 @@ pub async fn handle(broker: &Arc<Broker>, conn: &Connection, mut frame: Bytes) -
 fn encode_response<T: Encodable>(
     ctx: &RequestContext<'_>,
     response: Option<T>,
-) -> Result<Option<Bytes>, String> {
+) -> Result<Option<Pieces>, String> {
     let Some(response) = response else {
         return Ok(None);
     };
     response_frame(ctx.api, ctx.version, ctx.correlation_id, &response)
+        .map(|b| Some(b.into()))
+        .map_err(|e| e.to_string())
+}
+
+/// A Fetch response references the record sets the log read instead of copying them.
+fn encode_fetch(
+    ctx: &RequestContext<'_>,
+    response: FetchResponse,
+) -> Result<Option<Pieces>, String> {
+    let records = response
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .filter_map(|p| p.records.clone())
+        .collect();
+    spliced_response_frame(ctx.api, ctx.version, ctx.correlation_id, &response, records)
         .map(Some)
         .map_err(|e| e.to_string())
 }

@@ -11,7 +11,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -21,6 +20,7 @@ use crate::broker::Broker;
 use crate::dispatch::{self, Outcome};
 use crate::handlers::Connection;
 use crate::wire::frame::FrameReader;
+use crate::wire::splice::Pieces;
 
 /// Responses queued for the writer per connection before the reader waits.
 const RESPONSES_QUEUED_MAX: usize = 8;
@@ -76,15 +76,16 @@ async fn connection(broker: Arc<Broker>, listener: Arc<str>, stream: TcpStream, 
     let _open = broker.metrics.connection_opened(&listener);
     let _ = stream.set_nodelay(true);
     let (rd, mut wr) = stream.into_split();
-    let (tx, mut rx) = mpsc::channel::<Bytes>(RESPONSES_QUEUED_MAX);
+    let (tx, mut rx) = mpsc::channel::<Pieces>(RESPONSES_QUEUED_MAX);
     let writer = tokio::spawn(async move {
-        while let Some(first) = rx.recv().await {
-            if wr.write_all(&first).await.is_err() {
+        while let Some(mut first) = rx.recv().await {
+            // Vectored: a fetch response's record sets are pieces of their own.
+            if wr.write_all_buf(&mut first).await.is_err() {
                 return;
             }
             // Drain what is already queued before the flush, so pipelined responses share it.
-            while let Ok(more) = rx.try_recv() {
-                if wr.write_all(&more).await.is_err() {
+            while let Ok(mut more) = rx.try_recv() {
+                if wr.write_all_buf(&mut more).await.is_err() {
                     return;
                 }
             }

@@ -6,6 +6,7 @@
 //! requests and reads responses with the same code, and so do the integration tests.
 
 pub mod frame;
+pub mod splice;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, BrokerId, RequestHeader, ResponseHeader, TopicName};
