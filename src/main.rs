@@ -26,6 +26,11 @@ struct Args {
     overrides: Vec<String>,
 }
 
+/// mimalloc keeps freed pages for reuse where glibc's malloc returned a fetch's
+/// megabyte-sized buffers to the kernel and faulted them in again on the next read.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let started = Instant::now();
     let argv: Vec<String> = std::env::args().collect();

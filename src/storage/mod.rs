@@ -14,6 +14,7 @@
 //! - `truncate_prefix` never removes the batch that contains the new log start offset.
 
 pub mod memory;
+pub mod pool;
 pub mod rocks;
 
 use bytes::Bytes;

@@ -19,12 +19,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Options,
     ReadOptions, WriteBatch, WriteOptions, DB,
 };
 
+use super::pool::BufferPool;
 use super::{
     batch_key, decode_meta, encode_meta, key_offset, AbortedTxn, Append, BatchMeta, GroupCf,
     GroupChange, GroupStore, LogStore, MetaStore, PartitionId,
@@ -43,6 +44,8 @@ const CF_TXN_OFFSETS: &str = "txn_offsets";
 
 pub struct RocksStore {
     db: Arc<DB>,
+    /// The buffers log reads return.
+    buffers: Arc<BufferPool>,
 }
 
 fn storage_err(e: rocksdb::Error) -> Error {
@@ -100,7 +103,10 @@ impl RocksStore {
             ColumnFamilyDescriptor::new(CF_TXN_OFFSETS, small()),
         ];
         let db = DB::open_cf_descriptors(&db_opts, dir, cfs).map_err(storage_err)?;
-        Ok(RocksStore { db: Arc::new(db) })
+        Ok(RocksStore {
+            db: Arc::new(db),
+            buffers: BufferPool::new(),
+        })
     }
 
     fn cf(&self, name: &str) -> &ColumnFamily {
@@ -213,7 +219,7 @@ impl LogStore for RocksStore {
         ro.set_verify_checksums(false);
         let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_LOG), ro);
         it.seek(batch_key(partition, first));
-        let mut out = BytesMut::with_capacity(sized);
+        let mut out = self.buffers.take(sized);
         while it.valid() {
             let Some(value) = it.value() else { break };
             if !out.is_empty() && out.len() + value.len() > max_bytes {
@@ -226,7 +232,7 @@ impl LogStore for RocksStore {
             it.next();
         }
         it.status().map_err(storage_err)?;
-        Ok(out.freeze())
+        Ok(self.buffers.freeze(out))
     }
 
     fn scan_batches(
