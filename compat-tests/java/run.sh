@@ -453,7 +453,7 @@ check_features() {
     pass features-upgrade
   else fail features-upgrade "$(why $rc fup) stdout: $(snip "$WORK/fup.out") then: $(snip "$WORK/fd2.out")"; fi
   tool fbad $F "${B[@]}" upgrade --feature transaction.version=9; rc=$?
-  if [[ $rc -ne 0 ]] && grep -q "^Could not upgrade transaction.version to 9. Invalid update version 9" "$WORK/fbad.out"; then
+  if [[ $rc -ne 0 ]] && grep -q "^Could not upgrade transaction.version to 9. The update failed for all features since the following feature had an error: Invalid update version 9 for feature transaction.version. Local controller [0-9]* only supports versions 0-2" "$WORK/fbad.out"; then
     pass features-upgrade-refused
   else fail features-upgrade-refused "want a refusal; exit $rc, stdout: $(snip "$WORK/fbad.out")"; fi
 }

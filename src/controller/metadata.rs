@@ -448,10 +448,12 @@ impl Image {
     /// UpdateFeatures (KIP-584, `kafka-features upgrade/downgrade`): the records that set
     /// each feature to its new level, all or none, as Kafka's `FeatureControlManager`
     /// decides. A level this release does not support, a downgrade asked as an upgrade or
-    /// an upgrade asked as a downgrade is INVALID_UPDATE_VERSION with Kafka's message.
+    /// an upgrade asked as a downgrade is INVALID_UPDATE_VERSION with Kafka's message
+    /// (`controller` is this controller's node id, which Kafka's messages name).
     pub fn update_features(
         &self,
         updates: &[FeatureUpdate],
+        controller: i32,
     ) -> Result<Vec<Record>, (ResponseError, String)> {
         let mut records = Vec::with_capacity(updates.len());
         for u in updates {
@@ -459,7 +461,8 @@ impl Image {
                 (
                     ResponseError::InvalidUpdateVersion,
                     format!(
-                        "Invalid update version {} for feature {}. {why}",
+                        "The update failed for all features since the following feature had \
+                         an error: Invalid update version {} for feature {}. {why}",
                         u.level, u.name
                     ),
                 )
@@ -470,13 +473,13 @@ impl Image {
             }
             match SUPPORTED_FEATURES.iter().find(|(n, _, _)| *n == u.name) {
                 None => {
-                    return Err(invalid(
-                        "The controller does not support this feature.".into(),
-                    ))
+                    return Err(invalid(format!(
+                        "Local controller {controller} does not support this feature."
+                    )))
                 }
                 Some((_, min, max)) if u.level < *min || u.level > *max => {
                     return Err(invalid(format!(
-                        "The controller only supports versions {min}-{max}."
+                        "Local controller {controller} only supports versions {min}-{max}"
                     )))
                 }
                 Some(_) => {}
@@ -1217,51 +1220,57 @@ mod tests {
         // An upgraded cluster (no level yet) moves to 2.
         let rs = log
             .image
-            .update_features(&[tv(2, UpgradeType::Upgrade)])
+            .update_features(&[tv(2, UpgradeType::Upgrade)], 1)
             .unwrap();
         log.commit(rs);
         assert_eq!(log.image.feature(TRANSACTION_VERSION), 2);
         // Down only when asked as a downgrade; up only as an upgrade.
         invalid(
-            log.image.update_features(&[tv(1, UpgradeType::Upgrade)]),
+            log.image.update_features(&[tv(1, UpgradeType::Upgrade)], 1),
             "without setting the upgrade type",
         );
         let rs = log
             .image
-            .update_features(&[tv(0, UpgradeType::SafeDowngrade)])
+            .update_features(&[tv(0, UpgradeType::SafeDowngrade)], 1)
             .unwrap();
         log.commit(rs);
         assert_eq!(log.image.feature(TRANSACTION_VERSION), 0);
         invalid(
             log.image
-                .update_features(&[tv(1, UpgradeType::UnsafeDowngrade)]),
+                .update_features(&[tv(1, UpgradeType::UnsafeDowngrade)], 1),
             "newer version",
         );
         // Levels and features this release does not have; nothing is written for any
         // update when one is refused.
         invalid(
-            log.image.update_features(&[tv(3, UpgradeType::Upgrade)]),
-            "only supports versions 0-2",
+            log.image.update_features(&[tv(3, UpgradeType::Upgrade)], 1),
+            "The update failed for all features since the following feature had an error: \
+             Invalid update version 3 for feature transaction.version. Local controller 1 only \
+             supports versions 0-2",
         );
         invalid(
-            log.image.update_features(&[tv(-1, UpgradeType::Upgrade)]),
+            log.image
+                .update_features(&[tv(-1, UpgradeType::Upgrade)], 1),
             "less than 0",
         );
         invalid(
-            log.image.update_features(&[
-                tv(1, UpgradeType::Upgrade),
-                FeatureUpdate {
-                    name: "metadata.version".into(),
-                    level: 27,
-                    kind: UpgradeType::Upgrade,
-                },
-            ]),
+            log.image.update_features(
+                &[
+                    tv(1, UpgradeType::Upgrade),
+                    FeatureUpdate {
+                        name: "metadata.version".into(),
+                        level: 27,
+                        kind: UpgradeType::Upgrade,
+                    },
+                ],
+                1,
+            ),
             "does not support this feature",
         );
         // Setting the current level again is allowed (and idempotent).
         assert_eq!(
             log.image
-                .update_features(&[tv(0, UpgradeType::Upgrade)])
+                .update_features(&[tv(0, UpgradeType::Upgrade)], 1)
                 .unwrap()
                 .len(),
             1

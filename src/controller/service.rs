@@ -495,9 +495,10 @@ impl ControllerNode {
                 updates,
                 validate_only,
             } => {
+                let me = self.id;
                 self.decide(|image, _| {
                     let rs = image
-                        .update_features(&updates)
+                        .update_features(&updates, me)
                         .map_err(BrokerReply::explained)?;
                     Ok((BrokerReply::Done, unless_validating(validate_only, rs)))
                 })

@@ -47,8 +47,9 @@ pub async fn handle(
             return answer(
                 Some(ResponseError::InvalidUpdateVersion),
                 Some(format!(
-                    "Invalid update version {} for feature {}. The controller does not support \
-                     the given upgrade type.",
+                    "The update failed for all features since the following feature had an \
+                     error: Invalid update version {} for feature {}. The controller does not \
+                     support the given upgrade type.",
                     u.max_version_level, u.feature
                 )),
             );
