@@ -11,7 +11,7 @@ CAIRN=${1:?usage: run-all.sh path/to/cairn [suite...]}
 shift
 here=$(cd "$(dirname "$0")" && pwd)
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(java kcat librdkafka librdkafka-cluster kafka-python franz-go kafkajs)
+[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 kcat librdkafka librdkafka-cluster kafka-python franz-go kafkajs)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -79,7 +79,7 @@ start_broker() { # $1: suite name
   case "$1" in
     librdkafka) partitions=4 ;;
     kafka-python) partitions=4 node=0 min_session=1000 ;;
-    java) verify=false ;;
+    java | java-*) verify=false ;;
   esac
   local data="$work/$1-data"
   "$CAIRN" --override "listeners=PLAINTEXT://127.0.0.1:$port" --override "log.dirs=$data" \
@@ -105,8 +105,12 @@ passed=0
 failed=0
 failed_names=()
 for s in "${suites[@]}"; do
-  unset ALLOW_LIST
+  unset ALLOW_LIST KAFKA_VERSION
   case "$s" in
+    # The Java checks with another Kafka line's tools and client (java/lib-dir.sh).
+    java-*)
+      setup="$here/java/setup.sh"; run="$here/java/run.sh"
+      export KAFKA_VERSION="${s#java-}" ;;
     kcat) setup="$here/librdkafka/setup.sh"; run="$here/librdkafka/smoke-kcat.sh" ;;
     librdkafka-cluster)
       setup="$here/librdkafka/setup.sh"; run="$here/librdkafka/run.sh"

@@ -99,7 +99,7 @@ check_groups() {
 check_consumer_protocol() {
   local topic="$1" leo="$2" grp="cairn-jt-848-$RUN_ID" rc got
   tool c848 org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$topic" --group "$grp" \
-    --consumer-property group.protocol=consumer --from-beginning --max-messages 400 --timeout-ms 30000; rc=$?
+    "$CONSUMER_PROP" group.protocol=consumer --from-beginning --max-messages 400 --timeout-ms 30000; rc=$?
   got=$(sort -u "$WORK/c848.out" | wc -l)
   if [[ $rc -eq 0 && $got -eq 400 ]]; then pass consumer-protocol-848
   else fail consumer-protocol-848 "read $got distinct of 400 ($(why $rc c848))"; fi
@@ -118,8 +118,8 @@ check_group_split() {
   local pids=()
   for i in 1 2; do
     timeout -k 5 "$TOOL_TIMEOUT" "$DIR/kafka-run.sh" org.apache.kafka.tools.consumer.ConsoleConsumer \
-      "${B[@]}" --topic "$st" --group "$grp" --from-beginning --timeout-ms 15000 --property print.partition=true \
-      --consumer-property partition.assignment.strategy=org.apache.kafka.clients.consumer.CooperativeStickyAssignor \
+      "${B[@]}" --topic "$st" --group "$grp" --from-beginning --timeout-ms 15000 "$FORMATTER_PROP" print.partition=true \
+      "$CONSUMER_PROP" partition.assignment.strategy=org.apache.kafka.clients.consumer.CooperativeStickyAssignor \
       >"$WORK/split$i.out" 2>"$WORK/split$i.err" </dev/null &
     pids+=($!)
   done

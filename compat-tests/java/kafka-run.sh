@@ -16,6 +16,7 @@ if [[ $# -lt 1 ]]; then
   exit 2
 fi
 "$DIR/setup.sh"
+source "$DIR/lib-dir.sh"
 CLASS="$1"; shift
 # word-splitting of the *_OPTS variables is intended (as in Kafka's bin/kafka-run-class.sh)
 # shellcheck disable=SC2086
@@ -23,4 +24,4 @@ exec java ${KAFKA_HEAP_OPTS:--Xmx256M} \
   ${KAFKA_JVM_PERFORMANCE_OPTS:--XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto} \
   ${KAFKA_LOG4J_OPTS:--Dlog4j2.configurationFile=$DIR/log4j2-quiet.xml} \
   ${KAFKA_OPTS:-} \
-  -cp "$DIR/lib/*" "$CLASS" "$@"
+  -cp "$KAFKA_LIB/*" "$CLASS" "$@"

@@ -7,6 +7,7 @@
 # and exits non-zero if M > 0.
 # Environment:
 #   BOOTSTRAP      broker to test (default 127.0.0.1:9092)
+#   KAFKA_VERSION  the Kafka tools and client to run (default pom.xml's; see lib-dir.sh)
 #   TOOL_TIMEOUT   seconds before a single tool run is killed (default 90)
 #   KEEP_GOING=1   run the other checks even when kafka-broker-api-versions fails
 #                  (by default they are skipped: they would only time out)
@@ -25,6 +26,9 @@ ONLY="${ONLY:-.}"
 RUN_ID="$(date +%s)-$$"
 T_START=$(date +%s%3N)
 
+source "$DIR/lib-dir.sh"
+# The helpers (*.java here) compiled against this Kafka line's jars.
+BUILD="$DIR/.build-$KAFKA_VERSION"
 "$DIR/setup.sh" || { echo "FAIL setup: setup.sh failed"; echo "java-tools: 0 passed, 1 failed"; exit 1; }
 command -v python3 >/dev/null || { echo "FAIL setup: python3 not found"; echo "java-tools: 0 passed, 1 failed"; exit 1; }
 
@@ -62,9 +66,25 @@ why() {
 }
 
 TOPICS=org.apache.kafka.tools.TopicCommand
+# Newer tools (KIP-1147; 4.4 here, not 4.1) renamed the console options and print a notice on
+# stdout for the old names; use the names the tools in use know.
+console_help=$("$DIR/kafka-run.sh" org.apache.kafka.tools.consumer.ConsoleConsumer --help 2>&1)
+if [[ "$console_help" == *--formatter-property* ]]; then
+  FORMATTER_PROP=--formatter-property READER_PROP=--reader-property
+  CONSUMER_PROP=--command-property PRODUCER_PROP=--command-property
+else
+  FORMATTER_PROP=--property READER_PROP=--property
+  CONSUMER_PROP=--consumer-property PRODUCER_PROP=--producer-property
+fi
+# ConfigCommand is kafka.admin.ConfigCommand in the broker jar up to 4.1, a tool in 4.4.
+CONFIGS=kafka.admin.ConfigCommand
+if python3 -c 'import glob, sys, zipfile
+sys.exit(not any("org/apache/kafka/tools/ConfigCommand.class" in zipfile.ZipFile(j).namelist() for j in glob.glob(sys.argv[1] + "/kafka-tools-*.jar")))' "$KAFKA_LIB"; then
+  CONFIGS=org.apache.kafka.tools.ConfigCommand
+fi
 B=(--bootstrap-server "$BOOTSTRAP")
 
-echo "java-tools: broker $BOOTSTRAP, run id $RUN_ID, work dir $WORK"
+echo "java-tools: Kafka $KAFKA_VERSION tools and client, broker $BOOTSTRAP, run id $RUN_ID, work dir $WORK"
 
 # Fail fast when nothing listens at BOOTSTRAP (the tools would otherwise each
 # retry until their timeouts).
@@ -158,8 +178,8 @@ check_console() {
   while read -r p n; do CT_COUNT[$p]=$n; done < <(python3 "$DIR/helpers.py" console-gen 2 "$WORK")
   local t0; t0=$(now_ms)
   tool_in cprod "$WORK/console.in" org.apache.kafka.tools.ConsoleProducer "${B[@]}" --topic "$CT" \
-    --producer-property acks=all \
-    --property parse.key=true --property parse.headers=true --property null.marker='<NULL>'; rc=$?
+    "$PRODUCER_PROP" acks=all \
+    "$READER_PROP" parse.key=true "$READER_PROP" parse.headers=true "$READER_PROP" null.marker='<NULL>'; rc=$?
   local t1; t1=$(now_ms)
   # the producer logs send failures at ERROR (log4j2-quiet.xml pattern "[time] LEVEL ...")
   if [[ $rc -eq 0 ]] && ! grep -qE '^\[[^]]*\] ERROR |Exception' "$WORK/cprod.err"; then pass console-producer
@@ -169,8 +189,8 @@ check_console() {
   for p in 0 1; do
     tool "ccons$p" org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$CT" \
       --partition "$p" --offset earliest --max-messages "${CT_COUNT[$p]}" --timeout-ms 20000 \
-      --property print.timestamp=true --property print.partition=true --property print.offset=true \
-      --property print.headers=true --property print.key=true --property null.literal='<NULL>'; rc=$?
+      "$FORMATTER_PROP" print.timestamp=true "$FORMATTER_PROP" print.partition=true "$FORMATTER_PROP" print.offset=true \
+      "$FORMATTER_PROP" print.headers=true "$FORMATTER_PROP" print.key=true "$FORMATTER_PROP" null.literal='<NULL>'; rc=$?
     if [[ $rc -ne 0 ]]; then bad+="partition $p: $(why $rc "ccons$p"); "; continue; fi
     local r
     if ! r=$(python3 "$DIR/helpers.py" console-check "$WORK/expected.$p" "$WORK/ccons$p.out" "$((t0 - 5000))" "$((t1 + 5000))"); then
@@ -198,7 +218,7 @@ check_get_offsets() {
 
 # ---------------------------------------------------------------- kafka-configs
 check_configs() {
-  local rc CFG=kafka.admin.ConfigCommand E=(--entity-type topics --entity-name "$CT")
+  local rc CFG=$CONFIGS E=(--entity-type topics --entity-name "$CT")
   tool cfg0 $CFG "${B[@]}" "${E[@]}" --describe; rc=$?
   if [[ $rc -eq 0 ]] && grep -qx "Dynamic configs for topic $CT are:" "$WORK/cfg0.out" \
       && ! grep -qE '^  (retention\.ms|max\.message\.bytes)=' "$WORK/cfg0.out"; then
@@ -251,14 +271,14 @@ check_delete_records() {
 }
 
 # ---------------------------------------------------------------- verifiable producer
-# compiles the helpers (*.java here) into .build once per change of them or of lib/
+# compiles the helpers (*.java here) into $BUILD once per change of them or of the jars
 compile_reader() {
-  local build="$DIR/.build" sum
-  sum=$(cat "$DIR"/*.java "$DIR/lib/.stamp" | sha256sum | cut -d' ' -f1)
+  local build="$BUILD" sum
+  sum=$(cat "$DIR"/*.java "$KAFKA_LIB/.stamp" | sha256sum | cut -d' ' -f1)
   if [[ -f "$build/DumpPartitions.class" && "$(cat "$build/.stamp" 2>/dev/null)" == "$sum" ]]; then return 0; fi
-  local tmp="$DIR/.build.tmp.$$"
+  local tmp="$BUILD.tmp.$$"
   rm -rf "$tmp" && mkdir -p "$tmp" &&
-    javac -nowarn -cp "$DIR/lib/*" -d "$tmp" "$DIR"/*.java 2>"$WORK/javac.err" &&
+    javac -nowarn -cp "$KAFKA_LIB/*" -d "$tmp" "$DIR"/*.java 2>"$WORK/javac.err" &&
     echo "$sum" > "$tmp/.stamp" && rm -rf "$build" && mv "$tmp" "$build"
   local rc=$?
   rm -rf "$tmp"
@@ -292,7 +312,7 @@ check_verifiable() {
     return
   fi
   timeout -k 5 "$TOOL_TIMEOUT" java -Xmx512M -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
-    -Dlog4j2.configurationFile="$DIR/log4j2-quiet.xml" -cp "$DIR/lib/*:$DIR/.build" \
+    -Dlog4j2.configurationFile="$DIR/log4j2-quiet.xml" -cp "$KAFKA_LIB/*:$BUILD" \
     DumpPartitions "$BOOTSTRAP" "$vt" 45000 >"$WORK/vdump.out" 2>"$WORK/vdump.err"; rc=$?
   for mode in "${modes[@]}"; do
     local name="verifiable-producer-$mode" r
@@ -353,7 +373,7 @@ check_transactions_abort() {
   local ta="cairn-jt-abort-$RUN_ID" tid="cairn-jt-abort-$RUN_ID" rc pid start waited=0
   tool acreate $TOPICS "${B[@]}" --create --topic "$ta" --partitions 1 --replication-factor 1; rc=$?
   if [[ $rc -ne 0 ]]; then fail transactions-abort "could not create $ta: $(why $rc acreate)"; return; fi
-  java -Xmx256M -XX:+UseSerialGC -Dlog4j2.configurationFile="$DIR/log4j2-quiet.xml" -cp "$DIR/lib/*" \
+  java -Xmx256M -XX:+UseSerialGC -Dlog4j2.configurationFile="$DIR/log4j2-quiet.xml" -cp "$KAFKA_LIB/*" \
     org.apache.kafka.tools.ProducerPerformance --topic "$ta" --num-records 1000000 --record-size 10 \
     --throughput 50 --transactional-id "$tid" --transaction-duration-ms 600000 \
     --producer-props "bootstrap.servers=$BOOTSTRAP" transaction.timeout.ms=600000 \
@@ -438,7 +458,8 @@ check_transactions_hanging() {
 # use transaction version 1.
 check_features() {
   local F=org.apache.kafka.tools.FeatureCommand rc
-  tv_level() { grep -oP "^Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: \K[0-9]+" "$WORK/$1.out"; }
+  # Tab-separated up to Kafka 4.1, aligned with spaces since.
+  tv_level() { grep -oP "^Feature: transaction.version\s+SupportedMinVersion: 0\s+SupportedMaxVersion: 2\s+FinalizedVersionLevel: \K[0-9]+" "$WORK/$1.out"; }
   tool fd0 $F "${B[@]}" describe; rc=$?
   if [[ $rc -eq 0 && "$(tv_level fd0)" == 2 ]]; then pass features-describe
   else fail features-describe "$(why $rc fd0) stdout: $(snip "$WORK/fd0.out")"; fi
@@ -476,7 +497,7 @@ check_streams() {
   # java itself in the background (no `timeout` in between: kill -9 must hit the JVM)
   run_app() {
     java -Xmx256M -XX:+UseSerialGC -Dlog4j2.configurationFile="$DIR/log4j2-quiet.xml" \
-      -cp "$DIR/lib/*:$DIR/.build" StreamsEos "$BOOTSTRAP" "$app" "$si" "$so" "$state" \
+      -cp "$KAFKA_LIB/*:$BUILD" StreamsEos "$BOOTSTRAP" "$app" "$si" "$so" "$state" \
       >>"$WORK/streams-$1.out" 2>>"$WORK/streams-$1.err" </dev/null &
     pid=$!
   }
@@ -517,8 +538,8 @@ check_streams() {
   tool sin org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$si" --from-beginning \
     --timeout-ms 15000
   tool scons org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$so" --from-beginning \
-    --isolation-level read_committed --timeout-ms 30000 --property print.key=true \
-    --property key.separator=: \
+    --isolation-level read_committed --timeout-ms 30000 "$FORMATTER_PROP" print.key=true \
+    "$FORMATTER_PROP" key.separator=: \
     --value-deserializer org.apache.kafka.common.serialization.LongDeserializer; rc=$?
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
   local r

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Download the Apache Kafka 4.x jars (clients, tools, broker) listed in pom.xml
-# into ./lib (gitignored). Idempotent: does nothing if lib/ is up to date with
-# pom.xml (checked through lib/.stamp, which holds the pom's sha256).
+# Download the Apache Kafka jars (clients, tools, broker) listed in pom.xml into ./lib
+# (gitignored); with KAFKA_VERSION set to another release, that release's into
+# ./lib-<version> (lib-dir.sh). Idempotent: does nothing if the folder is up to date with
+# pom.xml (checked through its .stamp, which holds the pom's sha256 and the version).
 set -euo pipefail
 DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-LIB="$DIR/lib"
+source "$DIR/lib-dir.sh"
+LIB="$KAFKA_LIB"
 STAMP="$LIB/.stamp"
-want="$(sha256sum "$DIR/pom.xml" | cut -d' ' -f1)"
+want="$(sha256sum "$DIR/pom.xml" | cut -d' ' -f1) $KAFKA_VERSION"
 
 up_to_date() { [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] && ls "$LIB"/kafka-clients-*.jar >/dev/null 2>&1; }
 up_to_date && exit 0
@@ -19,11 +21,11 @@ up_to_date && exit 0
 command -v mvn >/dev/null || { echo "setup.sh: mvn not found" >&2; exit 1; }
 echo "setup.sh: downloading Kafka jars into $LIB (pom changed or lib missing)" >&2
 t0=$(date +%s)
-TMP="$DIR/lib.tmp.$$"
+TMP="$LIB.tmp.$$"
 rm -rf "$TMP"
 trap 'rm -rf "$TMP"' EXIT
 (cd "$DIR" && nice -n 10 mvn -q -B -Dstyle.color=never dependency:copy-dependencies \
-    -DoutputDirectory="$TMP" -DincludeScope=runtime)
+    -Dkafka.version="$KAFKA_VERSION" -DoutputDirectory="$TMP" -DincludeScope=runtime)
 rm -rf "$LIB"
 mv "$TMP" "$LIB"
 echo "$want" > "$STAMP"
