@@ -8,8 +8,9 @@
 pub mod frame;
 pub mod splice;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, BrokerId, RequestHeader, ResponseHeader, TopicName};
+use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 /// Why an envelope could not be built or read.
@@ -62,7 +63,9 @@ pub fn request_frame<T: Encodable>(
         &header,
         api.request_header_version(version),
         body,
+        |size| BytesMut::with_capacity(4 + size),
     )
+    .map(BytesMut::freeze)
 }
 
 /// A response frame: length prefix, response header, body.
@@ -72,6 +75,21 @@ pub fn response_frame<T: Encodable>(
     correlation_id: i32,
     body: &T,
 ) -> Result<Bytes, WireError> {
+    response_frame_into(api, version, correlation_id, body, |size| {
+        BytesMut::with_capacity(4 + size)
+    })
+    .map(BytesMut::freeze)
+}
+
+/// The same frame, written into the buffer `buffer` makes for a header and body of the
+/// size it is given ([`splice`] passes one that keeps large record sets by reference).
+pub(crate) fn response_frame_into<T: Encodable, B: ByteBufMut>(
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &T,
+    buffer: impl FnOnce(usize) -> B,
+) -> Result<B, WireError> {
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     envelope(
         api,
@@ -79,18 +97,20 @@ pub fn response_frame<T: Encodable>(
         &header,
         api.response_header_version(version),
         body,
+        buffer,
     )
 }
 
 /// Header and body behind a length prefix, sized up front so that a large fetch response is
 /// written into one allocation.
-fn envelope<H: Encodable, T: Encodable>(
+fn envelope<H: Encodable, T: Encodable, B: ByteBufMut>(
     api: ApiKey,
     version: i16,
     header: &H,
     header_version: i16,
     body: &T,
-) -> Result<Bytes, WireError> {
+    buffer: impl FnOnce(usize) -> B,
+) -> Result<B, WireError> {
     let encode_error = |e: anyhow::Error| WireError::Encode {
         api,
         version,
@@ -100,13 +120,13 @@ fn envelope<H: Encodable, T: Encodable>(
         .compute_size(header_version)
         .and_then(|h| body.compute_size(version).map(|b| h + b))
         .map_err(encode_error)?;
-    let mut buf = BytesMut::with_capacity(4 + size);
+    let mut buf = buffer(size);
     buf.put_i32(size as i32);
     header
         .encode(&mut buf, header_version)
         .and_then(|_| body.encode(&mut buf, version))
         .map_err(encode_error)?;
-    Ok(buf.freeze())
+    Ok(buf)
 }
 
 /// Reads a response frame (without its length prefix): checks that it answers

@@ -19,11 +19,11 @@ use std::ops::Range;
 
 use bytes::buf::UninitSlice;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, ResponseHeader};
+use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::Encodable;
 
-use super::WireError;
+use super::{response_frame_into, WireError};
 
 /// Fields shorter than this are copied: a piece of its own costs more than the copy.
 const SPLICE_MIN_BYTES: usize = 4096;
@@ -171,32 +171,16 @@ pub fn spliced_response_frame<T: Encodable>(
     body: &T,
     large: Vec<Bytes>,
 ) -> Result<Pieces, WireError> {
-    let encode_error = |e: anyhow::Error| WireError::Encode {
-        api,
-        version,
-        reason: e.to_string(),
-    };
-    let header = ResponseHeader::default().with_correlation_id(correlation_id);
-    let header_version = api.response_header_version(version);
-    let size = header
-        .compute_size(header_version)
-        .and_then(|h| body.compute_size(version).map(|b| h + b))
-        .map_err(encode_error)?;
     let large: Vec<Bytes> = large
         .into_iter()
         .filter(|b| b.len() >= SPLICE_MIN_BYTES)
         .collect();
     let spliced: usize = large.iter().map(Bytes::len).sum();
-    let mut buf = SpliceBuf {
+    let buf = response_frame_into(api, version, correlation_id, body, |size| SpliceBuf {
         done: Pieces::default(),
         cur: BytesMut::with_capacity(4 + size.saturating_sub(spliced)),
         splice: large,
-    };
-    buf.put_i32(size as i32);
-    header
-        .encode(&mut buf, header_version)
-        .and_then(|_| body.encode(&mut buf, version))
-        .map_err(encode_error)?;
+    })?;
     Ok(buf.finish())
 }
 
