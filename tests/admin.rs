@@ -68,6 +68,28 @@ fn metadata_lists_and_auto_creates_topics() {
         bad.topics[0].error_code,
         ResponseError::InvalidTopicException.code()
     );
+
+    // by topic id (v12+): the id counts whatever the name says; the Java consumer of a
+    // regex subscription sends name "" with it
+    let id = m.topics[0].topic_id;
+    let by_id = |c: &mut common::Client, id, name_: Option<&str>| -> MetadataResponse {
+        let req =
+            MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+                .with_topic_id(id)
+                .with_name(name_.map(name))]));
+        c.send(ApiKey::Metadata, 12, &req)
+    };
+    for n in [None, Some("")] {
+        let r = by_id(&mut c, id, n);
+        assert_eq!(r.topics[0].error_code, 0, "name {n:?}");
+        assert_eq!(r.topics[0].name.as_ref().map(|n| n.as_str()), Some("auto"));
+        assert_eq!(r.topics[0].partitions.len(), 3);
+    }
+    let unknown = by_id(&mut c, uuid::Uuid::from_u128(7), Some(""));
+    assert_eq!(
+        unknown.topics[0].error_code,
+        ResponseError::UnknownTopicId.code()
+    );
 }
 
 #[test]

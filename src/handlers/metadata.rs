@@ -50,13 +50,11 @@ pub async fn handle(
             let allow_create = ctx.version < 4 || req.allow_auto_topic_creation;
             let mut out = Vec::with_capacity(requested.len());
             for r in requested {
-                let by_id = if r.name.is_none() {
-                    broker.catalog.get_by_id(r.topic_id)
-                } else {
-                    None
-                };
-                let Some(name) = r.name.as_ref().map(|n| n.to_string()) else {
-                    out.push(match by_id {
+                // A topic id, when set, is what counts, as in Kafka: the Java consumer asks
+                // for the topics a regex subscription was assigned by id, with name "".
+                let name = r.name.as_ref().map(|n| n.to_string());
+                let Some(name) = name.filter(|_| r.topic_id.is_nil()) else {
+                    out.push(match broker.catalog.get_by_id(r.topic_id) {
                         Some(t) => describe(&t, ops),
                         None => error_topic(None, r.topic_id, Error::UnknownTopicId.code()),
                     });
