@@ -127,6 +127,10 @@ pub struct Catalog {
     /// made through this broker are serialised: two brokers of a cluster changing one topic
     /// at once can still lose one change, because each sends the controller a whole set.
     pub config_changes: tokio::sync::Mutex<()>,
+    /// Moves on every change to the set of topics (created, deleted, changed), so that what
+    /// is derived from that set, such as the topics a regular expression matches, is
+    /// recomputed only when it may differ.
+    version: std::sync::atomic::AtomicU64,
 }
 
 /// Kafka's rule: 1..=249 characters of `[a-zA-Z0-9._-]`, and not `.` or `..`.
@@ -181,6 +185,7 @@ impl Catalog {
             topics: RwLock::new(topics),
             changes: tokio::sync::Mutex::new(()),
             config_changes: tokio::sync::Mutex::new(()),
+            version: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -291,6 +296,22 @@ impl Catalog {
             .cloned()
     }
 
+    /// The version of the set of topics: it moves whenever a topic is created, changed or
+    /// deleted.
+    pub fn version(&self) -> u64 {
+        self.version.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Every topic's name, in no order.
+    pub fn names(&self) -> Vec<String> {
+        self.topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     /// Every topic, sorted by name.
     pub fn all(&self) -> Vec<Arc<Topic>> {
         let mut v: Vec<_> = self
@@ -385,6 +406,8 @@ impl Catalog {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&topic.name);
+        self.version
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         self.metrics.forget_topic(&topic.name);
         let doomed: Vec<(Arc<dyn LogStore>, PartitionId)> = topic
             .partitions
@@ -423,6 +446,8 @@ impl Catalog {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(topic.name.clone(), Arc::new(topic));
+        self.version
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     async fn persist(&self, name: &str, stored: &StoredTopic) -> Result<()> {

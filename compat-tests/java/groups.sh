@@ -92,6 +92,7 @@ check_groups() {
   check_group_split "$gt"
   check_verifiable_consumer "$gt"
   check_consumer_protocol "$gt" "$leo"
+  check_consumer_regex
 }
 
 # group.protocol=consumer (KIP-848: ConsumerGroupHeartbeat, server-side assignment), then
@@ -107,6 +108,29 @@ check_consumer_protocol() {
   got=$(describe_offsets d848 "$grp" "$topic"); rc=$?
   if [[ $rc -eq 0 && "$got" == "$want" ]]; then pass consumer-protocol-848-describe
   else fail consumer-protocol-848-describe "want [$(echo $want)] got [$(echo $got)] ($(why $rc d848)); stdout: $(snip "$WORK/d848.out" 400)"; fi
+}
+
+# KIP-848 regular-expression subscription: a Java consumer subscribes with a
+# SubscriptionPattern and the broker resolves it (RegexConsumer.java). It must read the
+# matching topics (whole names: not the one that only contains a match), then a matching
+# topic created while it runs; an invalid pattern fails poll() with InvalidRegularExpression.
+check_consumer_regex() {
+  local p="cairn-jt-rx$RUN_ID" rc got t
+  if ! compile_reader; then fail consumer-regex "javac failed: $(snip "$WORK/javac.err")"; return; fi
+  for t in "$p-a:2" "$p-b:1" "x$p-a:1"; do
+    tool rxcreate $TOPICS "${B[@]}" --create --topic "${t%:*}" --partitions "${t#*:}" --replication-factor 1; rc=$?
+    if [[ $rc -ne 0 ]]; then fail consumer-regex "could not create ${t%:*}: $(why $rc rxcreate)"; return; fi
+    produce_vp rxprod "${t%:*}" 100 5; rc=$?
+    if [[ $rc -ne 0 ]]; then fail consumer-regex "$(why $rc rxprod)"; return; fi
+  done
+  helper rxc RegexConsumer "$BOOTSTRAP" "cairn-jt-rx-$RUN_ID" "$p-.*" 200 "$p-c" 50 60000; rc=$?
+  got=$(grep '^topics: ' "$WORK/rxc.out")
+  if [[ $rc -eq 0 && "$got" == "topics: $p-a,$p-b,$p-c" ]]; then pass consumer-regex
+  else fail consumer-regex "want topics $p-a,$p-b,$p-c and 200 + 50 records, got: $(snip "$WORK/rxc.out" 300) ($(why $rc rxc))"; fi
+  helper rxbad RegexConsumer "$BOOTSTRAP" "cairn-jt-rxbad-$RUN_ID" "$p-(" invalid 30000; rc=$?
+  if [[ $rc -eq 0 ]] && grep -qF "SubscribedTopicRegex \`$p-(\` is not a valid regular expression: " "$WORK/rxbad.out"; then
+    pass consumer-regex-invalid
+  else fail consumer-regex-invalid "$(snip "$WORK/rxbad.out" 300) ($(why $rc rxbad))"; fi
 }
 
 # Two console consumers in one group (cooperative-sticky) split a topic's partitions:

@@ -46,6 +46,13 @@ tool() {
   local name="$1"; shift
   timeout -k 5 "$TOOL_TIMEOUT" "$DIR/kafka-run.sh" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null
 }
+# like tool, for a class of ours (*.java here, compiled by compile_reader into $BUILD)
+helper() {
+  local name="$1"; shift
+  timeout -k 5 "$TOOL_TIMEOUT" java -Xmx256M -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    -Dlog4j2.configurationFile="$DIR/log4j2-quiet.xml" -cp "$KAFKA_LIB/*:$BUILD" \
+    "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null
+}
 # like tool, with stdin from a file
 tool_in() {
   local name="$1" input="$2"; shift 2

@@ -27,6 +27,17 @@ use tokio::time::Instant;
 /// A topic partition by name.
 pub type Tp = (String, i32);
 
+/// What a group needs to know of the cluster's topics.
+pub trait TopicView {
+    /// A topic's partition count (None: no such topic).
+    fn partitions(&self, topic: &str) -> Option<i32>;
+    /// Every topic's name, to resolve regular expressions against.
+    fn names(&self) -> Vec<String>;
+    /// Moves whenever a topic is created or deleted: regular expressions are resolved
+    /// again only then.
+    fn version(&self) -> u64;
+}
+
 /// The assignors the broker runs (`group.consumer.assignors`); the first is the default.
 pub const ASSIGNORS: &[&str] = &["uniform", "range"];
 
@@ -41,6 +52,11 @@ pub struct ConsumerMember {
     previous_epoch: i32,
     pub rebalance_timeout: Duration,
     pub subscribed: Vec<String>,
+    /// SubscribedTopicRegex: the member also subscribes to every topic whose whole name
+    /// matches it (RE2 syntax, as Kafka's RE2/J).
+    pub regex: Option<String>,
+    /// What the member subscribes to: `subscribed` and the topics `regex` resolved to.
+    pub topics: BTreeSet<String>,
     pub assignor: Option<String>,
     /// What the member has been told it owns.
     pub assigned: BTreeSet<Tp>,
@@ -114,6 +130,11 @@ pub struct GroupRecord {
     pub epoch: i32,
     pub assignment_epoch: i32,
     pub topics: BTreeMap<String, i32>,
+    /// The topics each regular expression resolved to (Kafka's ConsumerGroupRegularExpression
+    /// records), so that a coordinator taking over starts from them and moves no epoch when
+    /// they still match the same topics.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resolved: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// A member's persisted record: Kafka's ConsumerGroupMemberMetadata, ConsumerGroupCurrent
@@ -128,6 +149,8 @@ pub struct MemberRecord {
     pub previous_epoch: i32,
     pub rebalance_timeout_ms: u64,
     pub subscribed: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
     pub assignor: Option<String>,
     pub assigned: BTreeSet<Tp>,
     pub revoking: BTreeSet<Tp>,
@@ -149,6 +172,11 @@ pub struct ConsumerGroup {
     pub target: BTreeMap<String, BTreeSet<Tp>>,
     /// Partition counts of the subscribed topics the target was computed from.
     topics_seen: BTreeMap<String, i32>,
+    /// The topics each of the members' regular expressions matches, and the version of the
+    /// topic set they were resolved against (none for a restored group: it resolves them
+    /// again on its first heartbeat).
+    resolved: BTreeMap<String, BTreeSet<String>>,
+    resolved_version: Option<u64>,
     /// The records as last handed out by `take_changes`, to hand out only what changed.
     stored: Option<GroupRecord>,
     stored_members: BTreeMap<String, MemberRecord>,
@@ -173,6 +201,7 @@ impl ConsumerGroup {
             g.epoch = r.epoch;
             g.assignment_epoch = r.assignment_epoch;
             g.topics_seen = r.topics.clone();
+            g.resolved = r.resolved.clone();
         }
         for (id, m) in &members {
             g.target.insert(id.clone(), m.target.clone());
@@ -188,6 +217,17 @@ impl ConsumerGroup {
                     previous_epoch: m.previous_epoch,
                     rebalance_timeout: Duration::from_millis(m.rebalance_timeout_ms),
                     subscribed: m.subscribed.clone(),
+                    regex: m.regex.clone(),
+                    topics: m
+                        .subscribed
+                        .iter()
+                        .chain(
+                            m.regex
+                                .iter()
+                                .flat_map(|r| g.resolved.get(r).into_iter().flatten()),
+                        )
+                        .cloned()
+                        .collect(),
                     assignor: m.assignor.clone(),
                     assigned: m.assigned.clone(),
                     revoking: m.revoking.clone(),
@@ -206,6 +246,7 @@ impl ConsumerGroup {
             epoch: self.epoch,
             assignment_epoch: self.assignment_epoch,
             topics: self.topics_seen.clone(),
+            resolved: self.resolved.clone(),
         }
     }
 
@@ -220,6 +261,7 @@ impl ConsumerGroup {
             previous_epoch: m.previous_epoch,
             rebalance_timeout_ms: m.rebalance_timeout.as_millis() as u64,
             subscribed: m.subscribed.clone(),
+            regex: m.regex.clone(),
             assignor: m.assignor.clone(),
             assigned: m.assigned.clone(),
             revoking: m.revoking.clone(),
@@ -300,21 +342,24 @@ impl ConsumerGroup {
             .unwrap_or(ASSIGNORS[0])
     }
 
-    /// Handles one heartbeat. `partitions` gives a topic's partition count (None: no such
-    /// topic).
+    /// Handles one heartbeat against the cluster's `topics`.
     pub fn heartbeat(
         &mut self,
         now: Instant,
         session_timeout: Duration,
         h: Heartbeat,
-        partitions: &dyn Fn(&str) -> Option<i32>,
+        topics: &dyn TopicView,
     ) -> HeartbeatResult {
-        if h.regex.as_deref().is_some_and(|r| !r.is_empty()) {
-            return HeartbeatResult::error(
-                ResponseError::InvalidRequest,
-                "subscribing by regular expression is not supported by this broker yet",
-                &h.member_id,
-            );
+        if let Some(r) = h.regex.as_deref().filter(|r| !r.is_empty()) {
+            // Kafka checks a pattern when it is new to the group.
+            let known = self.members.values().any(|m| m.regex.as_deref() == Some(r));
+            if let (false, Err(e)) = (known, compile_regex(r)) {
+                return HeartbeatResult::error(
+                    ResponseError::InvalidRegularExpression,
+                    format!("SubscribedTopicRegex `{r}` is not a valid regular expression: {e}."),
+                    &h.member_id,
+                );
+            }
         }
         if let Some(a) = h.assignor.as_deref() {
             if !ASSIGNORS.contains(&a) {
@@ -370,6 +415,14 @@ impl ConsumerGroup {
                 bump = true;
             }
         }
+        if let Some(r) = &h.regex {
+            // an empty pattern clears it
+            let r = Some(r.clone()).filter(|r| !r.is_empty());
+            if r != m.regex {
+                m.regex = r;
+                bump = true;
+            }
+        }
         if h.assignor.is_some() {
             m.assignor = h.assignor.clone();
         }
@@ -378,7 +431,7 @@ impl ConsumerGroup {
             // what it no longer lists is released
             m.revoking.retain(|tp| owned.contains(tp));
         }
-        self.refresh(partitions, bump);
+        self.refresh(topics, bump);
         self.reconcile(&id);
         let m = self.members.get_mut(&id).expect("member present");
         let changed = m.last_sent.as_ref() != Some(&m.assigned);
@@ -431,6 +484,8 @@ impl ConsumerGroup {
                 previous_epoch: -1,
                 rebalance_timeout: h.rebalance_timeout,
                 subscribed: Vec::new(),
+                regex: None,
+                topics: BTreeSet::new(),
                 assignor: None,
                 assigned: BTreeSet::new(),
                 revoking: BTreeSet::new(),
@@ -498,14 +553,26 @@ impl ConsumerGroup {
         Ok(())
     }
 
-    /// Moves the group epoch when `bump` says membership changed or a subscribed topic's
-    /// partition count did, and recomputes the target assignment when the group epoch moved
-    /// (here or earlier, by a session expiring).
-    fn refresh(&mut self, partitions: &dyn Fn(&str) -> Option<i32>, mut bump: bool) {
-        let topics: BTreeSet<&String> = self.members.values().flat_map(|m| &m.subscribed).collect();
+    /// Moves the group epoch when `bump` says membership changed, or what a member
+    /// subscribes to did (a regular expression now matching other topics), or a subscribed
+    /// topic's partition count did; recomputes the target assignment when the group epoch
+    /// moved (here or earlier, by a session expiring).
+    fn refresh(&mut self, view: &dyn TopicView, mut bump: bool) {
+        self.resolve(view);
+        for m in self.members.values_mut() {
+            let mut topics: BTreeSet<String> = m.subscribed.iter().cloned().collect();
+            if let Some(matched) = m.regex.as_ref().and_then(|r| self.resolved.get(r)) {
+                topics.extend(matched.iter().cloned());
+            }
+            if topics != m.topics {
+                m.topics = topics;
+                bump = true;
+            }
+        }
+        let topics: BTreeSet<&String> = self.members.values().flat_map(|m| &m.topics).collect();
         let seen: BTreeMap<String, i32> = topics
             .into_iter()
-            .filter_map(|t| partitions(t).map(|n| (t.clone(), n)))
+            .filter_map(|t| view.partitions(t).map(|n| (t.clone(), n)))
             .collect();
         if seen != self.topics_seen {
             self.topics_seen = seen;
@@ -522,6 +589,37 @@ impl ConsumerGroup {
             _ => uniform(&self.members, &self.topics_seen, &self.target),
         };
         self.assignment_epoch = self.epoch;
+    }
+
+    /// Resolves the members' regular expressions against every topic, as Kafka's
+    /// `refreshRegularExpressions`: again when the set of topics changed, and for a pattern
+    /// the group has not resolved yet. A pattern no member uses any more is forgotten.
+    fn resolve(&mut self, view: &dyn TopicView) {
+        let wanted: BTreeSet<&String> = self
+            .members
+            .values()
+            .filter_map(|m| m.regex.as_ref())
+            .collect();
+        self.resolved.retain(|r, _| wanted.contains(r));
+        let version = view.version();
+        let stale = self.resolved_version != Some(version)
+            || wanted.iter().any(|r| !self.resolved.contains_key(*r));
+        if wanted.is_empty() || !stale {
+            return;
+        }
+        let compiled: Vec<(&String, Option<regex::Regex>)> =
+            wanted.iter().map(|r| (*r, compile_regex(r).ok())).collect();
+        let names = view.names();
+        let mut resolved = BTreeMap::new();
+        for (r, re) in compiled {
+            let matched: BTreeSet<String> = match re {
+                Some(re) => names.iter().filter(|n| re.is_match(n)).cloned().collect(),
+                None => BTreeSet::new(),
+            };
+            resolved.insert(r.clone(), matched);
+        }
+        self.resolved = resolved;
+        self.resolved_version = Some(version);
     }
 
     /// Moves one member towards its target: first revoke, then (once confirmed) take the
@@ -557,6 +655,26 @@ impl ConsumerGroup {
     }
 }
 
+/// A SubscribedTopicRegex as a matcher of whole topic names (Kafka's `matches()`). The
+/// pattern is checked alone first, so that one like `a)|(b` is refused rather than
+/// accepted through the anchoring group.
+fn compile_regex(r: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(r).map_err(|e| one_line(&e))?;
+    regex::Regex::new(&format!("^(?:{r})$")).map_err(|e| one_line(&e))
+}
+
+fn one_line(e: &regex::Error) -> String {
+    match e {
+        regex::Error::Syntax(s) => s
+            .lines()
+            .filter(|l| l.starts_with("error:"))
+            .map(|l| l.trim_start_matches("error:").trim().to_string())
+            .next()
+            .unwrap_or_else(|| s.lines().last().unwrap_or_default().to_string()),
+        other => other.to_string(),
+    }
+}
+
 /// Every partition of the subscribed topics, spread evenly over the members subscribed to
 /// each, keeping partitions where they are while that keeps the balance (sticky).
 fn uniform(
@@ -579,7 +697,7 @@ fn uniform(
     let eligible = |tp: &Tp| -> Vec<&String> {
         members
             .values()
-            .filter(|m| m.subscribed.contains(&tp.0))
+            .filter(|m| m.topics.contains(&tp.0))
             .map(|m| &m.id)
             .collect()
     };
@@ -590,9 +708,7 @@ fn uniform(
             .find(|(_, tps)| tps.contains(tp))
             .map(|(m, _)| m)
             .filter(|m| {
-                members
-                    .get(*m)
-                    .is_some_and(|x| x.subscribed.contains(&tp.0))
+                members.get(*m).is_some_and(|x| x.topics.contains(&tp.0))
                     && out.get(*m).is_some_and(|a| a.len() < quota)
             });
         match keeper {
@@ -627,7 +743,7 @@ fn range(
     for (t, n) in topics {
         let subs: Vec<&String> = members
             .values()
-            .filter(|m| m.subscribed.contains(t))
+            .filter(|m| m.topics.contains(t))
             .map(|m| &m.id)
             .collect();
         if subs.is_empty() {
@@ -644,6 +760,20 @@ fn range(
         }
     }
     out
+}
+
+/// A partition-count function is a view with no topic names (tests without regexes).
+#[cfg(test)]
+impl<F: Fn(&str) -> Option<i32>> TopicView for F {
+    fn partitions(&self, topic: &str) -> Option<i32> {
+        self(topic)
+    }
+    fn names(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn version(&self) -> u64 {
+        0
+    }
 }
 
 #[cfg(test)]
@@ -835,6 +965,8 @@ mod tests {
             previous_epoch: -1,
             rebalance_timeout: Duration::ZERO,
             subscribed: topics.iter().map(|t| t.to_string()).collect(),
+            regex: None,
+            topics: topics.iter().map(|t| t.to_string()).collect(),
             assignor: None,
             assigned: BTreeSet::new(),
             revoking: BTreeSet::new(),
@@ -866,5 +998,161 @@ mod tests {
             [("t".into(), 0), ("t".into(), 1), ("u".into(), 0)].into()
         );
         assert_eq!(r["c"], [("t".into(), 3)].into());
+    }
+
+    /// A cluster of topics a test can add to.
+    struct Cluster(BTreeMap<String, i32>, u64);
+
+    impl TopicView for Cluster {
+        fn partitions(&self, topic: &str) -> Option<i32> {
+            self.0.get(topic).copied()
+        }
+        fn names(&self) -> Vec<String> {
+            self.0.keys().cloned().collect()
+        }
+        fn version(&self) -> u64 {
+            self.1
+        }
+    }
+
+    fn by_regex(member: &str, epoch: i32, regex: Option<&str>) -> Heartbeat {
+        Heartbeat {
+            member_id: member.to_string(),
+            epoch,
+            regex: regex.map(str::to_string),
+            rebalance_timeout: Duration::from_secs(30),
+            ..Default::default()
+        }
+    }
+
+    fn topics_of(a: &BTreeSet<Tp>) -> BTreeSet<String> {
+        a.iter().map(|(t, _)| t.clone()).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn regex_subscriptions_follow_the_topics_that_match() {
+        let now = Instant::now();
+        let mut cluster = Cluster(
+            [
+                ("orders.eu".into(), 2),
+                ("orders.us".into(), 1),
+                ("xorders.eu".into(), 1),
+                ("audit".into(), 1),
+            ]
+            .into(),
+            1,
+        );
+        let mut g = ConsumerGroup::default();
+        let a = g.heartbeat(
+            now,
+            SESSION,
+            by_regex("a", 0, Some(r"orders\..*")),
+            &cluster,
+        );
+        assert_eq!(a.error, None);
+        // the whole name must match, as Java's matches(): not xorders.eu
+        assert_eq!(
+            topics_of(a.assignment.as_ref().unwrap()),
+            ["orders.eu".to_string(), "orders.us".to_string()].into()
+        );
+        assert_eq!(a.assignment.as_ref().unwrap().len(), 3);
+        let epoch = g.epoch;
+
+        // nothing changed: no new epoch
+        let a2 = g.heartbeat(now, SESSION, by_regex("a", a.epoch, None), &cluster);
+        assert_eq!((a2.error, g.epoch, a2.assignment), (None, epoch, None));
+
+        // a topic created that matches: the next heartbeat assigns it
+        cluster.0.insert("orders.apac".into(), 1);
+        cluster.1 += 1;
+        let a3 = g.heartbeat(now, SESSION, by_regex("a", a.epoch, None), &cluster);
+        assert_eq!(g.epoch, epoch + 1);
+        assert!(a3
+            .assignment
+            .unwrap()
+            .contains(&("orders.apac".to_string(), 0)));
+        // one that does not match changes nothing
+        cluster.0.insert("payments".into(), 1);
+        cluster.1 += 1;
+        g.heartbeat(now, SESSION, by_regex("a", a3.epoch, None), &cluster);
+        assert_eq!(g.epoch, epoch + 1);
+
+        // a second member with names and the same pattern shares the partitions
+        let b = g.heartbeat(
+            now,
+            SESSION,
+            Heartbeat {
+                subscribed: Some(vec!["audit".into()]),
+                ..by_regex("b", 0, Some(r"orders\..*"))
+            },
+            &cluster,
+        );
+        assert_eq!(b.error, None);
+        assert_eq!(
+            g.members["b"].topics,
+            ["audit", "orders.apac", "orders.eu", "orders.us"]
+                .map(String::from)
+                .into()
+        );
+        assert_eq!(g.target["a"].len() + g.target["b"].len(), 5);
+        assert!(g.target["b"].contains(&("audit".to_string(), 0)));
+
+        // a deleted topic leaves the assignment
+        cluster.0.remove("orders.us");
+        cluster.1 += 1;
+        g.heartbeat(now, SESSION, by_regex("a", a3.epoch, None), &cluster);
+        assert!(!g.target.values().flatten().any(|(t, _)| t == "orders.us"));
+
+        // an empty pattern clears the member's
+        let before = g.epoch;
+        g.heartbeat(now, SESSION, by_regex("b", b.epoch, Some("")), &cluster);
+        assert_eq!(g.members["b"].regex, None);
+        assert_eq!(g.members["b"].topics, ["audit".to_string()].into());
+        assert_eq!(g.epoch, before + 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_invalid_regex_is_refused_as_kafka_refuses_it() {
+        let cluster = Cluster([("t".into(), 1)].into(), 1);
+        let mut g = ConsumerGroup::default();
+        for bad in ["orders(", "a)|(b", "[z-a]"] {
+            let r = g.heartbeat(
+                Instant::now(),
+                SESSION,
+                by_regex("a", 0, Some(bad)),
+                &cluster,
+            );
+            let (e, msg) = r.error.expect("refused");
+            assert_eq!(e, ResponseError::InvalidRegularExpression);
+            assert!(
+                msg.starts_with(&format!(
+                    "SubscribedTopicRegex `{bad}` is not a valid regular expression: "
+                )),
+                "{msg}"
+            );
+            assert!(g.members.is_empty(), "the member did not join");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_restored_group_keeps_its_resolved_regexes() {
+        let now = Instant::now();
+        let cluster = Cluster([("t1".into(), 2), ("t2".into(), 2)].into(), 7);
+        let mut g = ConsumerGroup::default();
+        let mut store = Default::default();
+        let a = g.heartbeat(now, SESSION, by_regex("a", 0, Some("t.")), &cluster);
+        apply(&mut store, g.take_changes());
+        assert_eq!(a.assignment.as_ref().unwrap().len(), 4);
+        assert_eq!(store.0.as_ref().unwrap().resolved["t."].len(), 2);
+
+        let members: Vec<(String, MemberRecord)> = store.1.clone().into_iter().collect();
+        let mut r = ConsumerGroup::restore(store.0.clone(), members, now, SESSION);
+        assert_eq!(r.members["a"].regex.as_deref(), Some("t."));
+        // a new coordinator resolves again (another version of the topics) to the same
+        // topics: no rebalance
+        let cluster = Cluster(cluster.0, 1);
+        let a2 = r.heartbeat(now, SESSION, by_regex("a", a.epoch, None), &cluster);
+        assert_eq!((a2.error, a2.epoch, r.epoch), (None, a.epoch, g.epoch));
+        assert_eq!(r.take_changes(), vec![]);
     }
 }

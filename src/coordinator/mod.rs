@@ -34,7 +34,7 @@ use tokio::time::Instant;
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::storage::{GroupCf, GroupChange, GroupStore};
-use consumer::{Change, ConsumerGroup, ConsumerMember, Heartbeat, HeartbeatResult};
+use consumer::{Change, ConsumerGroup, ConsumerMember, Heartbeat, HeartbeatResult, TopicView};
 use group::{
     Group, GroupLimits, GroupRecord, GroupState, Join, JoinResult, Member, Outcome, Persist, Reply,
     SyncResult,
@@ -661,11 +661,7 @@ impl Coordinator {
             None => return Err(ResponseError::GroupIdNotFound),
         };
         if let Some(c) = inner.consumers.get(group_id) {
-            subscribed.extend(
-                c.members
-                    .values()
-                    .flat_map(|m| m.subscribed.iter().cloned()),
-            );
+            subscribed.extend(c.members.values().flat_map(|m| m.topics.iter().cloned()));
         }
         let mut offsets = inner.offsets.get_mut(group_id);
         let mut out = Vec::new();
@@ -809,14 +805,14 @@ impl Coordinator {
         Ok(self.write(group_id, changes))
     }
 
-    /// ConsumerGroupHeartbeat (KIP-848). `partitions` gives a topic's partition count. The
+    /// ConsumerGroupHeartbeat (KIP-848) against the cluster's `topics`. The
     /// answer waits until what the heartbeat changed is written (in a cluster: replicated),
     /// as Kafka's does; if it cannot be, the member is told to find its coordinator again.
     pub async fn consumer_heartbeat(
         &self,
         group_id: &str,
         h: Heartbeat,
-        partitions: &(dyn Fn(&str) -> Option<i32> + Sync),
+        topics: &(dyn TopicView + Sync),
     ) -> HeartbeatResult {
         if let Err(e) = self.route(group_id) {
             return HeartbeatResult::error(e, e.to_string(), &h.member_id);
@@ -825,7 +821,7 @@ impl Coordinator {
             return HeartbeatResult::error(ResponseError::InvalidRequest, msg, &h.member_id);
         }
         let member_id = h.member_id.clone();
-        let (r, written) = self.consumer_heartbeat_now(group_id, h, partitions);
+        let (r, written) = self.consumer_heartbeat_now(group_id, h, topics);
         if r.error.is_some() || written.wait().await {
             return r;
         }
@@ -844,7 +840,7 @@ impl Coordinator {
         &self,
         group_id: &str,
         h: Heartbeat,
-        partitions: &dyn Fn(&str) -> Option<i32>,
+        topics: &dyn TopicView,
     ) -> (HeartbeatResult, Written) {
         let mut inner = self.lock();
         if inner
@@ -869,7 +865,7 @@ impl Coordinator {
             Instant::now(),
             self.config.consumer_session_timeout,
             h,
-            partitions,
+            topics,
         );
         let changes = encode_consumer_changes(group_id, c.take_changes());
         let written = self.write(group_id, changes);
@@ -1595,7 +1591,7 @@ mod tests {
                 member_id_required: true,
                 ..Default::default()
             };
-            let h = c.consumer_heartbeat("g", invalid, &|_| Some(1)).await;
+            let h = c.consumer_heartbeat("g", invalid, &|_: &str| Some(1)).await;
             assert_eq!(h.error, Some((e, e.to_string())));
             assert!(c.list().is_empty(), "no group was made up");
         }
@@ -1608,7 +1604,7 @@ mod tests {
             member_id_required: true,
             ..consumer_hb("", 0)
         };
-        let r = c.consumer_heartbeat("g", no_id, &|_| Some(1)).await;
+        let r = c.consumer_heartbeat("g", no_id, &|_: &str| Some(1)).await;
         assert_eq!(
             r.error,
             Some((
@@ -1621,12 +1617,12 @@ mod tests {
             ..consumer_hb("a", 0)
         };
         let r = c
-            .consumer_heartbeat("g", no_subscription, &|_| Some(1))
+            .consumer_heartbeat("g", no_subscription, &|_: &str| Some(1))
             .await;
         assert_eq!(r.error.map(|e| e.0), Some(ResponseError::InvalidRequest));
         assert!(c.list().is_empty(), "an invalid heartbeat joins nobody");
         let ok = c
-            .consumer_heartbeat("g", consumer_hb("a", 0), &|_| Some(1))
+            .consumer_heartbeat("g", consumer_hb("a", 0), &|_: &str| Some(1))
             .await;
         assert_eq!(ok.error, None);
     }

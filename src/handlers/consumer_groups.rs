@@ -18,7 +18,8 @@ use uuid::Uuid;
 use super::RequestContext;
 use super::{str_bytes, topic_name, OPERATIONS_UNKNOWN};
 use crate::broker::Broker;
-use crate::coordinator::consumer::{Heartbeat, Tp};
+use crate::coordinator::consumer::{Heartbeat, TopicView, Tp};
+use crate::topics::Catalog;
 
 /// Group operations with no authorizer: READ, DELETE, DESCRIBE.
 const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);
@@ -39,6 +40,21 @@ fn error_response(e: ResponseError, msg: impl Into<String>) -> ConsumerGroupHear
     ConsumerGroupHeartbeatResponse::default()
         .with_error_code(e.code())
         .with_error_message(Some(str_bytes(msg.into())))
+}
+
+/// The broker's topics as a consumer group sees them.
+struct CatalogView<'a>(&'a Catalog);
+
+impl TopicView for CatalogView<'_> {
+    fn partitions(&self, topic: &str) -> Option<i32> {
+        self.0.get(topic).map(|t| t.partitions.len() as i32)
+    }
+    fn names(&self) -> Vec<String> {
+        self.0.names()
+    }
+    fn version(&self) -> u64 {
+        self.0.version()
+    }
 }
 
 pub async fn heartbeat(
@@ -73,12 +89,9 @@ pub async fn heartbeat(
         // KIP-1082: from v1 the client makes up its member id, even to join.
         member_id_required: ctx.version >= 1,
     };
-    let catalog = &broker.catalog;
     let r = broker
         .groups
-        .consumer_heartbeat(&req.group_id, h, &|t| {
-            catalog.get(t).map(|topic| topic.partitions.len() as i32)
-        })
+        .consumer_heartbeat(&req.group_id, h, &CatalogView(&broker.catalog))
         .await;
     if let Some((e, msg)) = r.error {
         return error_response(e, msg);
@@ -157,6 +170,7 @@ pub async fn describe(
                         .with_subscribed_topic_names(
                             m.subscribed.iter().map(|t| topic_name(t)).collect(),
                         )
+                        .with_subscribed_topic_regex(m.regex.clone().map(str_bytes))
                         .with_assignment(assignment(m.assigned.iter().cloned().collect()))
                         .with_target_assignment(assignment(target));
                     if ctx.version >= 1 {
