@@ -95,7 +95,11 @@ note() { log "note: $*"; NOTES+=("$*"); }
 
 for tool in java kcat jq awk timeout; do command -v "$tool" >/dev/null || die "$tool not found"; done
 "$JAVA_DIR/setup.sh" || die "compat-tests/java/setup.sh failed (Kafka jars)"
-KAFKA_VERSION="$(basename "$(ls "$LIB"/kafka-clients-*.jar | head -1)" .jar)"; KAFKA_VERSION="${KAFKA_VERSION#kafka-clients-}"
+# the brokers are the reference release (compat-tests/kafka-ref/version.sh), in their own lib
+source "$ROOT/compat-tests/kafka-ref/version.sh"
+KAFKA_VERSION="$KAFKA_REF_VERSION"
+KAFKA_VERSION="$KAFKA_VERSION" "$JAVA_DIR/setup.sh" || die "compat-tests/java/setup.sh failed (Kafka $KAFKA_VERSION jars)"
+BROKER_LIB="$(DIR="$JAVA_DIR" KAFKA_VERSION="$KAFKA_VERSION" bash -c 'source "$DIR/lib-dir.sh"; echo "$KAFKA_LIB"')"
 for i in "${NODES[@]}"; do for p in "$(cport "$i")" "$(qport "$i")"; do
   port_open "$p" && die "127.0.0.1:$p is already in use (set BENCH_PORT)"
 done; done
@@ -176,7 +180,7 @@ start_cluster() {
     local cid="-" fpids=()
     while [[ "$cid" == -* ]]; do cid="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"; done
     for i in "${NODES[@]}"; do   # static controller.quorum.voters: no --standalone/--initial-controllers
-      java -Xmx256M -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "$BROKER_LOG4J" -cp "$LIB/*" kafka.tools.StorageTool format \
+      java -Xmx256M -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "$BROKER_LOG4J" -cp "$BROKER_LIB/*" kafka.tools.StorageTool format \
         --cluster-id "$cid" --config "$base/n$i/server.properties" > "$base/n$i/format.log" 2>&1 &
       fpids+=($!)
     done
@@ -199,7 +203,7 @@ start_cluster() {
     d="$base/n$i"
     if [[ "$s" == kafka ]]; then
       # shellcheck disable=SC2086
-      java $KAFKA_HEAP $KAFKA_JVM "$BROKER_LOG4J" -cp "$LIB/*" kafka.Kafka "$d/server.properties" > "$d/broker.log" 2>&1 < /dev/null &
+      java $KAFKA_HEAP $KAFKA_JVM "$BROKER_LOG4J" -cp "$BROKER_LIB/*" kafka.Kafka "$d/server.properties" > "$d/broker.log" 2>&1 < /dev/null &
     else
       env "${unset_env[@]}" CAIRN_LOG="${CAIRN_LOG:-info,openraft=off}" "$CAIRN" "$d/server.properties" > "$d/broker.log" 2>&1 < /dev/null &
     fi

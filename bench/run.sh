@@ -117,7 +117,10 @@ for p in "$PORT" "$((PORT + 1))"; do
 done
 
 "$JAVA_DIR/setup.sh" || die "compat-tests/java/setup.sh failed (Kafka jars)"
-KAFKA_VERSION="$(basename "$(ls "$LIB"/kafka-clients-*.jar | head -1)" .jar)"; KAFKA_VERSION="${KAFKA_VERSION#kafka-clients-}"
+# the clients (perf tools, readers) are pom.xml's line; the broker is the reference release
+CLIENT_VERSION="$(basename "$(ls "$LIB"/kafka-clients-*.jar | head -1)" .jar)"; CLIENT_VERSION="${CLIENT_VERSION#kafka-clients-}"
+source "$ROOT/compat-tests/kafka-ref/version.sh"
+KAFKA_VERSION="$KAFKA_REF_VERSION"
 
 mkdir -p "$RESULTS"
 rm -rf "$LOGS"; mkdir -p "$LOGS"
@@ -561,7 +564,7 @@ MD="$RESULTS/latest.md"
   echo "- Date: $T_BEGIN → $(date -Is)"
   echo "- Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM, kernel $(uname -r), $( . /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
   echo "- Load average at broker start: kafka ${LOADAVG[kafka]:-—}; cairn ${LOADAVG[cairn]:-—} (the machine is shared; see ratios rather than absolute figures)"
-  echo "- Apache Kafka $KAFKA_VERSION (KRaft combined, compat-tests/kafka-ref/start.sh, ${KAFKA_HEAP_OPTS:--Xmx1G -Xms1G})"
+  echo "- Apache Kafka $KAFKA_VERSION (KRaft combined, compat-tests/kafka-ref/start.sh, ${KAFKA_HEAP_OPTS:--Xmx1G -Xms1G}); clients and perf tools from Kafka $CLIENT_VERSION"
   [[ "$ONLY" != kafka ]] && echo "- Cairn: \`$CAIRN\` (built $(date -r "$CAIRN" -Is), sha256 $(sha256sum "$CAIRN" | cut -c1-12))"
   echo "- Workload: $N records × $RECORD_SIZE B per produce run, $RUNS run(s) per case (median shown), topic with $PARTS partitions, RF=1, a new topic per run"
   echo "- Producer (kafka-producer-perf-test = org.apache.kafka.tools.ProducerPerformance, --throughput -1): acks=1 (enable.idempotence=false) / acks=all (enable.idempotence=true), ${PRODUCER_COMMON[*]}; JVM $CLIENT_HEAP G1"

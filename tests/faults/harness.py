@@ -31,7 +31,7 @@ direction, and each node's controller.quorum.voters names the proxies towards th
     harness.py CAIRN_BINARY [--rounds N] [--seed S] [--keep] [--kafka]
 
 --kafka runs the same faults and checks against three Apache Kafka brokers from the Maven
-jars (compat-tests/java/lib), as a baseline; CAIRN_BINARY is then used for nothing else.
+jars (the release compat-tests/kafka-ref/version.sh names), as a baseline; CAIRN_BINARY is then used for nothing else.
 
 --rounds 1 (CI) runs every fault once; more rounds run them again in a random order, chasing
 whichever broker leads at the time. Exit status 0 only when every check holds.
@@ -139,7 +139,17 @@ class Proxy:
         self.blocked = False
 
 
-JAVA_LIB = ROOT / "compat-tests" / "java" / "lib"
+def _kafka_ref_lib():
+    """The Kafka release the --kafka baseline runs (compat-tests/kafka-ref/version.sh) and
+    the folder of its jars (compat-tests/java/lib-dir.sh's rule)."""
+    version = os.environ.get("KAFKA_REF_VERSION") or re.search(
+        r'KAFKA_REF_VERSION:-([^}"]+)', (ROOT / "compat-tests" / "kafka-ref" / "version.sh").read_text()).group(1)
+    pom = re.search(r"<kafka.version>(.*)</kafka.version>",
+                    (ROOT / "compat-tests" / "java" / "pom.xml").read_text()).group(1)
+    return version, ROOT / "compat-tests" / "java" / ("lib" if version == pom else f"lib-{version}")
+
+
+KAFKA_REF_VERSION, JAVA_LIB = _kafka_ref_lib()
 
 
 class Cluster:
@@ -1298,7 +1308,8 @@ async def main():
     log(f"work dir {work}, seed {args.seed}, rounds {args.rounds}")
     c = Cluster(os.path.abspath(args.binary), work, kafka=args.kafka)
     if args.kafka:
-        await run([str(ROOT / "compat-tests" / "java" / "setup.sh")], timeout=900)
+        await run([str(ROOT / "compat-tests" / "java" / "setup.sh")], timeout=900,
+                  env=dict(os.environ, KAFKA_VERSION=KAFKA_REF_VERSION))
         import base64
         c.cluster_id = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=").replace("-", "A")
     await c.start_proxies()
