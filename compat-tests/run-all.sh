@@ -11,7 +11,7 @@ CAIRN=${1:?usage: run-all.sh path/to/cairn [suite...]}
 shift
 here=$(cd "$(dirname "$0")" && pwd)
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 kcat librdkafka librdkafka-cluster kafka-python franz-go kafkajs)
+[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 kcat librdkafka librdkafka-cluster kafka-python franz-go kafkajs confluent-kafka)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
