@@ -57,25 +57,50 @@ DESELECT="$HERE/excluded.txt"
 echo "kafka-python $KP_VERSION integration tests: KAFKA_URI=$KAFKA_URI KAFKA_VERSION=$KAFKA_VERSION"
 
 cd "$SRC"
-PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" \
-CAIRN_KP_DESELECT="$DESELECT" \
-CAIRN_KP_XFAIL="$HERE/expected-failures.txt" \
-CAIRN_KP_RESULTS="$RESULTS" \
-"$VENV/bin/python" -m pytest \
-    -p cairn_kp_plugin -p no:cacheprovider \
-    -v -rfEsxX -W ignore::DeprecationWarning \
-    --timeout="${KP_TIMEOUT:-120}" --timeout-method=signal \
-    -o log_level="${KP_LOG_LEVEL:-INFO}" \
-    --junitxml="$RESULTS_DIR/junit.xml" \
+pytest_run() {  # $1: results file; the rest: what to run
+    local results="$1"; shift
+    PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" \
+    CAIRN_KP_DESELECT="$DESELECT" \
+    CAIRN_KP_XFAIL="$HERE/expected-failures.txt" \
+    CAIRN_KP_RESULTS="$results" \
+    "$VENV/bin/python" -m pytest \
+        -p cairn_kp_plugin -p no:cacheprovider \
+        -v -rfEsxX -W ignore::DeprecationWarning \
+        --timeout="${KP_TIMEOUT:-120}" --timeout-method=signal \
+        -o log_level="${KP_LOG_LEVEL:-INFO}" \
+        --junitxml="${results%.json}.xml" \
+        "$@"
+}
+pytest_run "$RESULTS" \
     test/integration/test_producer_integration.py \
     test/integration/test_consumer_integration.py \
     test/integration/test_admin_integration.py \
     "${PYTEST_EXTRA[@]+"${PYTEST_EXTRA[@]}"}"
 RC=$?
 
-"$VENV/bin/python" - "$RESULTS" "$RC" <<'EOF'
+# A test that failed is run once more, alone (RETRY_FAILED=0: not). A pass then is
+# reported as FLAKY and counted as passed, as librdkafka/run.sh does: kafka-python's
+# group-less consumers lose a metadata update when they subscribe while the bootstrap
+# Metadata request is in flight (see expected-failures.txt), whichever test hits it.
+RERUN="$RESULTS_DIR/rerun.json"
+rm -f "$RERUN"
+mapfile -t FAILED_IDS < <("$VENV/bin/python" -c '
 import json, sys
-path, rc = sys.argv[1], int(sys.argv[2])
+try:
+    r = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    sys.exit(0)
+for nodeid, outcome in sorted(r.get("outcomes", {}).items()):
+    if outcome == "failed":
+        print(nodeid)' "$RESULTS")
+if [[ ${#FAILED_IDS[@]} -gt 0 && ${#FAILED_IDS[@]} -le 5 && "${RETRY_FAILED:-1}" == 1 ]]; then
+    echo "kafka-python: running ${#FAILED_IDS[@]} failed test(s) once more, alone: ${FAILED_IDS[*]}"
+    pytest_run "$RERUN" "${FAILED_IDS[@]}"
+fi
+
+"$VENV/bin/python" - "$RESULTS" "$RC" "$RERUN" <<'EOF'
+import json, sys
+path, rc, rerun = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 try:
     with open(path) as f:
         r = json.load(f)
@@ -85,6 +110,17 @@ try:
     selected = r['selected']
 except (OSError, ValueError, KeyError):
     n, m, selected = 0, 0, 0
+try:
+    with open(rerun) as f:
+        again = json.load(f)['outcomes']
+except (OSError, ValueError, KeyError):
+    again = {}
+flaky = [t for t, o in again.items() if o in ('passed', 'xpassed') and r['outcomes'].get(t) == 'failed']
+for t in sorted(flaky):
+    print('FLAKY %s (failed, then passed alone on its rerun)' % t)
+n, m = n + len(flaky), m - len(flaky)
+if flaky and m == 0:
+    rc = 0
 # pytest rc: 0 ok, 1 test failures, 2 interrupted, 3 internal error,
 # 4 usage error, 5 no tests collected - anything but 0 must show up in M.
 if (rc != 0 or selected == 0) and m == 0:
