@@ -12,7 +12,7 @@ use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResp
 fn wait_for_listener(child: &mut std::process::Child, port: u16) -> std::net::SocketAddr {
     let addr = format!("127.0.0.1:{port}").parse().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::net::TcpStream::connect(addr).is_err() {
+    while !common::listening(addr) {
         assert!(child.try_wait().unwrap().is_none(), "cairn exited");
         assert!(std::time::Instant::now() < deadline, "cairn did not listen");
         std::thread::sleep(std::time::Duration::from_millis(20));

@@ -24,6 +24,13 @@ pub struct Broker {
     extra: Vec<String>,
 }
 
+/// Whether something listens at `addr`. A connection to a port nobody listens on can
+/// succeed by connecting to itself (TCP simultaneous open, when the kernel picks that same
+/// port as the source port); that one does not count.
+pub fn listening(addr: SocketAddr) -> bool {
+    TcpStream::connect(addr).is_ok_and(|s| s.local_addr().ok() != s.peer_addr().ok())
+}
+
 /// A loopback port no other broker of this test process has been given. Tests run in
 /// parallel, and the OS may hand the same just-released port to two of them.
 pub fn free_port() -> u16 {
@@ -92,7 +99,7 @@ impl Broker {
         self.child = Some(child);
         self.addr = format!("127.0.0.1:{port}").parse().unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(self.addr).is_err() {
+        while !listening(self.addr) {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("cairn exited during start-up: {status}");
             }
