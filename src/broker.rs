@@ -20,6 +20,8 @@ use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::replication::{Cluster, CoordinatorKind, Node};
+use crate::share::partition::Limits as ShareLimits;
+use crate::share::Shares;
 use crate::shutdown;
 use crate::storage::rocks::RocksStore;
 use crate::storage::{GroupStore, MetaStore};
@@ -40,6 +42,9 @@ pub struct Broker {
     /// The transaction coordinator (of the transactional ids whose `__transaction_state`
     /// partition this broker leads).
     pub txns: Arc<TxnCoordinator>,
+    /// The share partitions (KIP-932) of the partitions this broker leads, and the share
+    /// sessions of the members fetching from them.
+    pub shares: Arc<Shares>,
     pub metrics: Arc<Metrics>,
     /// The id this node minted on its first start: the cluster's id when this node's voter
     /// starts the metadata log (see [`Broker::cluster_id`]).
@@ -116,6 +121,8 @@ impl Broker {
                 retention_check_interval: ms(config.offsets_retention_check_interval_ms),
                 consumer_session_timeout: ms(config.group_consumer_session_timeout_ms),
                 consumer_heartbeat_interval: ms(config.group_consumer_heartbeat_interval_ms),
+                share_session_timeout: ms(config.group_share_session_timeout_ms),
+                share_heartbeat_interval: ms(config.group_share_heartbeat_interval_ms),
             },
         )?);
         let (shutdown, _) = watch::channel(false);
@@ -132,6 +139,11 @@ impl Broker {
                 Arc::new(BrokerProducerIds(me.clone())),
                 txn_config,
             )),
+            shares: Arc::new(Shares::new(ShareLimits {
+                lock_ms: config.group_share_record_lock_duration_ms,
+                delivery_count_limit: config.group_share_delivery_count_limit,
+                max_record_locks: config.group_share_partition_max_record_locks,
+            })),
             config,
             catalog,
             groups,
@@ -213,6 +225,17 @@ impl Broker {
 
     pub fn cluster(&self) -> Option<&Arc<Cluster>> {
         self.cluster.get()
+    }
+
+    /// Whether the cluster has finalized `share.version` 1 (`kafka-features upgrade
+    /// --feature share.version=1`): until then the share group APIs answer
+    /// UNSUPPORTED_VERSION and ApiVersions does not list them, as Kafka's do.
+    pub fn share_groups_enabled(&self) -> bool {
+        self.cluster().is_some_and(|c| {
+            c.image()
+                .feature(crate::controller::metadata::SHARE_VERSION)
+                >= 1
+        })
     }
 
     /// The cluster, or CONTROLLER_UNAVAILABLE before this broker has joined it.

@@ -144,6 +144,12 @@ pub struct Config {
     pub group_max_session_timeout_ms: u64,
     pub group_consumer_session_timeout_ms: u64,
     pub group_consumer_heartbeat_interval_ms: u64,
+    /// Share groups (KIP-932): membership, then the share partitions' limits.
+    pub group_share_session_timeout_ms: u64,
+    pub group_share_heartbeat_interval_ms: u64,
+    pub group_share_record_lock_duration_ms: i64,
+    pub group_share_delivery_count_limit: i16,
+    pub group_share_partition_max_record_locks: i64,
     pub offsets_retention_ms: u64,
     pub offsets_retention_check_interval_ms: u64,
     pub offset_metadata_bytes_max: usize,
@@ -336,6 +342,12 @@ impl Config {
             group_consumer_session_timeout_ms: p.int("group.consumer.session.timeout.ms")? as u64,
             group_consumer_heartbeat_interval_ms: p.int("group.consumer.heartbeat.interval.ms")?
                 as u64,
+            group_share_session_timeout_ms: p.int("group.share.session.timeout.ms")? as u64,
+            group_share_heartbeat_interval_ms: p.int("group.share.heartbeat.interval.ms")? as u64,
+            group_share_record_lock_duration_ms: p.int("group.share.record.lock.duration.ms")?,
+            group_share_delivery_count_limit: p.int("group.share.delivery.count.limit")? as i16,
+            group_share_partition_max_record_locks: p
+                .int("group.share.partition.max.record.locks")?,
             offsets_retention_ms: p.int("offsets.retention.minutes")? as u64 * 60_000,
             offsets_retention_check_interval_ms: p.int("offsets.retention.check.interval.ms")?
                 as u64,

@@ -139,6 +139,13 @@ apis! {
     ConsumerGroupHeartbeat: 0..=1 => always handlers::consumer_groups::heartbeat,
     ConsumerGroupDescribe: 0..=1 => always handlers::consumer_groups::describe,
     DescribeTopicPartitions: 0..=0 => always handlers::describe_topic_partitions::handle,
+    // KIP-932 share groups: advertised only once `share.version` 1 is finalized
+    // (`gated_by_feature`). v1 is the first production version (Kafka 4.1+).
+    ShareGroupHeartbeat: 1..=1 => always handlers::share_groups::heartbeat,
+    ShareGroupDescribe: 1..=1 => always handlers::share_groups::describe,
+    ShareFetch: 1..=1 => always handlers::share_fetch::fetch,
+    ShareAcknowledge: 1..=1 => always handlers::share_fetch::acknowledge,
+    DescribeShareGroupOffsets: 0..=0 => always handlers::share_groups::describe_offsets,
     ListConfigResources: 0..=1 => always handlers::list_config_resources::handle,
 }
 
@@ -230,7 +237,27 @@ async fn api_versions(
     _req: ApiVersionsRequest,
 ) -> ApiVersionsResponse {
     let image = broker.cluster().map(|c| c.image());
-    handlers::api_versions::handle(APIS, image.as_deref())
+    if broker.share_groups_enabled() {
+        return handlers::api_versions::handle(APIS, image.as_deref());
+    }
+    let apis: Vec<(ApiKey, i16, i16)> = APIS
+        .iter()
+        .filter(|(k, _, _)| !gated_by_feature(*k))
+        .copied()
+        .collect();
+    handlers::api_versions::handle(&apis, image.as_deref())
+}
+
+/// The APIs ApiVersions lists only while `share.version` 1 is finalized.
+fn gated_by_feature(api: ApiKey) -> bool {
+    matches!(
+        api,
+        ApiKey::ShareGroupHeartbeat
+            | ApiKey::ShareGroupDescribe
+            | ApiKey::ShareFetch
+            | ApiKey::ShareAcknowledge
+            | ApiKey::DescribeShareGroupOffsets
+    )
 }
 
 /// The ApiVersions answer for a version newer than ours: v0 body, v0 header, error 35, and

@@ -21,7 +21,9 @@
 //! - [`topics`] (the catalog: names, stable ids, partitions, config overrides), [`placement`]
 //!   (a partition's leader, ISR, epochs and followers' progress) and [`topic_config`].
 //! - [`coordinator`]: consumer groups (classic and KIP-848), committed offsets and
-//!   transactions, each a pure state machine with an async shell. [`log`]: a partition's
+//!   transactions, each a pure state machine with an async shell. [`share`]: share
+//!   groups' records on a partition leader (KIP-932): share partitions and share sessions.
+//!   [`log`]: a partition's
 //!   log: offsets, leader epochs, idempotence, transactions (markers, LSO, aborted index),
 //!   HW/LEO, retention.
 //! - [`controller`]: the cluster metadata state machine (records, image, decisions), the
@@ -60,6 +62,7 @@ pub mod placement;
 pub mod replication;
 pub mod scrape;
 pub mod server;
+pub mod share;
 pub mod shutdown;
 pub mod storage;
 pub mod topic_config;

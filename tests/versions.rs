@@ -985,7 +985,13 @@ fn api_versions_lists_the_transaction_version_feature() {
         .iter()
         .map(|f| (f.name.to_string(), f.min_version, f.max_version))
         .collect();
-    assert_eq!(supported, [("transaction.version".to_string(), 0, 2)]);
+    assert_eq!(
+        supported,
+        [
+            ("share.version".to_string(), 0, 1),
+            ("transaction.version".to_string(), 0, 2)
+        ]
+    );
     let finalized: Vec<_> = r
         .finalized_features
         .iter()

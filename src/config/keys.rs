@@ -312,6 +312,50 @@ pub static KEYS: &[Key] = &[
         )
     },
     Key {
+        doc: "Session timeout of share group members (KIP-932).",
+        ..int(
+            "group.share.session.timeout.ms",
+            Kind::Int,
+            1,
+            INT_MAX,
+            "45000",
+        )
+    },
+    Key {
+        doc: "Heartbeat interval of share group members (KIP-932).",
+        ..int(
+            "group.share.heartbeat.interval.ms",
+            Kind::Int,
+            1,
+            INT_MAX,
+            "5000",
+        )
+    },
+    Key {
+        doc: "How long a share group member holds the records it acquired before they can be delivered to another.",
+        ..int(
+            "group.share.record.lock.duration.ms",
+            Kind::Int,
+            1000,
+            3_600_000,
+            "30000",
+        )
+    },
+    Key {
+        doc: "Deliveries of a share group record after which it is archived, never delivered again.",
+        ..int("group.share.delivery.count.limit", Kind::Int, 2, 10, "5")
+    },
+    Key {
+        doc: "Records a share partition keeps in flight (acquired, or waiting behind an undecided one).",
+        ..int(
+            "group.share.partition.max.record.locks",
+            Kind::Int,
+            100,
+            10_000,
+            "2000",
+        )
+    },
+    Key {
         doc: "Committed offsets of an empty group are kept this long.",
         ..int("offsets.retention.minutes", Kind::Int, 1, INT_MAX, "10080")
     },

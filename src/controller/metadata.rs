@@ -167,6 +167,9 @@ pub enum Record {
 /// The cluster feature of KIP-890 part 2: at level 2 a transactional producer's epoch is
 /// bumped at the end of every transaction and partition leaders add partitions to it.
 pub const TRANSACTION_VERSION: &str = "transaction.version";
+/// KIP-932's feature: share groups are served at level 1. A new cluster starts at 0 while
+/// share-partition state is kept in memory only (Kafka 4.2+ starts new clusters at 1).
+pub const SHARE_VERSION: &str = "share.version";
 
 /// How UpdateFeatures may move a feature (v0's `allow_downgrade` is a safe downgrade).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -198,7 +201,8 @@ pub struct FeatureUpdate {
 }
 
 /// The features this release supports, with the levels it can run: (name, min, max).
-pub const SUPPORTED_FEATURES: &[(&str, i16, i16)] = &[(TRANSACTION_VERSION, 0, 2)];
+pub const SUPPORTED_FEATURES: &[(&str, i16, i16)] =
+    &[(SHARE_VERSION, 0, 1), (TRANSACTION_VERSION, 0, 2)];
 
 /// The levels a new cluster starts at (Kafka 4.x formats a new cluster at these).
 pub const BOOTSTRAP_FEATURES: &[(&str, i16)] = &[(TRANSACTION_VERSION, 2)];

@@ -19,6 +19,7 @@
 pub mod consumer;
 pub mod group;
 pub mod offsets;
+pub mod share;
 pub mod transactions;
 pub mod txn_coordinator;
 
@@ -40,6 +41,7 @@ use group::{
     SyncResult,
 };
 use offsets::{Committed, GroupOffsets, OffsetChange};
+use share::{ShareGroup, ShareHeartbeat, ShareHeartbeatResult, ShareTopics};
 
 /// Kafka's placement of a group or transactional id in its internal topic:
 /// `Utils.abs(id.hashCode()) % partitions`, with Java's String.hashCode over UTF-16, so an
@@ -61,6 +63,9 @@ pub struct CoordinatorConfig {
     /// KIP-848 groups: `group.consumer.session.timeout.ms`, `.heartbeat.interval.ms`.
     pub consumer_session_timeout: Duration,
     pub consumer_heartbeat_interval: Duration,
+    /// Share groups: `group.share.session.timeout.ms`, `.heartbeat.interval.ms`.
+    pub share_session_timeout: Duration,
+    pub share_heartbeat_interval: Duration,
 }
 
 /// Where a replicated coordinator sends its changes: they count as written once the
@@ -148,6 +153,9 @@ struct Inner {
     groups: HashMap<String, Group>,
     /// KIP-848 consumer groups.
     consumers: HashMap<String, ConsumerGroup>,
+    /// Share groups (KIP-932): their membership, kept in memory only for now (members
+    /// join again after a restart or a move of the coordinator).
+    shares: HashMap<String, ShareGroup>,
     /// Committed offsets, of classic and KIP-848 groups alike. An entry lives from the
     /// group's first commit until the group is deleted or the retention sweep finds
     /// nothing left in it; a refused first commit makes one too, so the group is known
@@ -171,6 +179,7 @@ impl Inner {
         self.groups
             .keys()
             .chain(self.consumers.keys())
+            .chain(self.shares.keys())
             .chain(self.offsets.keys())
             .map(String::as_str)
             .filter(|id| !dead(id))
@@ -202,7 +211,7 @@ pub struct Listed {
     pub id: String,
     pub protocol_type: String,
     pub state: &'static str,
-    /// "classic" or "consumer"
+    /// "classic", "consumer" or "share"
     pub group_type: &'static str,
 }
 
@@ -222,6 +231,13 @@ pub struct ConsumerDescribed {
     pub assignor: &'static str,
     /// (member, its target assignment)
     pub members: Vec<(ConsumerMember, Vec<(String, i32)>)>,
+}
+
+/// A share group as ShareGroupDescribe shows it.
+pub struct ShareDescribed {
+    pub state: &'static str,
+    pub epoch: i32,
+    pub members: Vec<share::ShareMember>,
 }
 
 impl Coordinator {
@@ -277,6 +293,7 @@ impl Coordinator {
         let mut inner = self.lock();
         inner.groups.retain(|id, _| !gone(id));
         inner.consumers.retain(|id, _| !gone(id));
+        inner.shares.retain(|id, _| !gone(id));
         inner.offsets.retain(|id, _| !gone(id));
         inner.pending.retain(|(id, _), _| !gone(id));
         inner.joins.retain(|(id, _), _| !gone(id));
@@ -718,6 +735,12 @@ impl Coordinator {
             .ids()
             .into_iter()
             .map(|id| match (inner.consumers.get(id), inner.groups.get(id)) {
+                _ if inner.shares.contains_key(id) => Listed {
+                    id: id.to_string(),
+                    protocol_type: "share".to_string(),
+                    state: inner.shares[id].state_name(),
+                    group_type: "share",
+                },
                 (Some(c), _) => Listed {
                     id: id.to_string(),
                     protocol_type: "consumer".to_string(),
@@ -775,6 +798,13 @@ impl Coordinator {
         let mut inner = self.lock();
         let inner = &mut *inner;
         let mut changes = Vec::new();
+        if let Some(g) = inner.shares.get(group_id) {
+            if !g.is_empty() {
+                return Err(ResponseError::NonEmptyGroup);
+            }
+            inner.shares.remove(group_id);
+            return Ok(Written::Now(true));
+        }
         if let Some(c) = inner.consumers.get(group_id) {
             if !c.is_empty() {
                 return Err(ResponseError::NonEmptyGroup);
@@ -859,6 +889,14 @@ impl Coordinator {
             };
             return (r, Written::Now(true));
         }
+        if inner.shares.contains_key(group_id) {
+            let r = HeartbeatResult::error(
+                ResponseError::GroupIdNotFound,
+                format!("Group {group_id} is not a consumer group."),
+                &h.member_id,
+            );
+            return (r, Written::Now(true));
+        }
         let joining = h.epoch == 0;
         let c = inner.consumers.entry(group_id.to_string()).or_default();
         let r = c.heartbeat(
@@ -874,6 +912,72 @@ impl Coordinator {
             self.wake.notify_one();
         }
         (r, written)
+    }
+
+    /// ShareGroupHeartbeat (KIP-932) against the cluster's `topics`. Share group membership
+    /// is not persisted, so the answer does not wait for a write.
+    pub fn share_heartbeat(
+        &self,
+        group_id: &str,
+        h: ShareHeartbeat,
+        topics: &dyn ShareTopics,
+    ) -> ShareHeartbeatResult {
+        let refuse = |e: ResponseError, msg: String| ShareHeartbeatResult {
+            error: Some((e, msg)),
+            member_id: h.member_id.clone(),
+            epoch: -1,
+            assignment: None,
+        };
+        if let Err(e) = self.route(group_id) {
+            return refuse(e, e.to_string());
+        }
+        if let Some(msg) = h.invalid() {
+            return refuse(ResponseError::InvalidRequest, msg.to_string());
+        }
+        let mut inner = self.lock();
+        let other = inner.consumers.contains_key(group_id)
+            || inner
+                .groups
+                .get(group_id)
+                .is_some_and(|g| g.state != GroupState::Dead)
+            || inner.offsets.contains_key(group_id);
+        if other && !inner.shares.contains_key(group_id) {
+            return refuse(
+                ResponseError::GroupIdNotFound,
+                format!("Group {group_id} is not a share group."),
+            );
+        }
+        let joining = h.epoch == 0;
+        let g = inner.shares.entry(group_id.to_string()).or_default();
+        let r = g.heartbeat(Instant::now(), self.config.share_session_timeout, h, topics);
+        drop(inner);
+        if joining {
+            self.wake.notify_one();
+        }
+        r
+    }
+
+    pub fn share_heartbeat_interval(&self) -> Duration {
+        self.config.share_heartbeat_interval
+    }
+
+    /// ShareGroupDescribe: `None` when `group_id` is not a share group.
+    pub fn share_describe(
+        &self,
+        group_id: &str,
+    ) -> std::result::Result<Option<ShareDescribed>, ResponseError> {
+        self.route(group_id)?;
+        let inner = self.lock();
+        Ok(inner.shares.get(group_id).map(|g| ShareDescribed {
+            state: g.state_name(),
+            epoch: g.epoch,
+            members: g.members.values().cloned().collect(),
+        }))
+    }
+
+    /// Whether `group_id` is a share group here.
+    pub fn is_share_group(&self, group_id: &str) -> bool {
+        self.lock().shares.contains_key(group_id)
     }
 
     pub fn consumer_heartbeat_interval(&self) -> Duration {
@@ -1031,6 +1135,9 @@ impl Coordinator {
                     // a failed write reloads the partition's groups
                     let _ = self.write(&id, encode_consumer_changes(&id, changes));
                 }
+                for g in inner.shares.values_mut() {
+                    g.expire(now);
+                }
                 for id in &ids {
                     if let Some(g) = inner.groups.get_mut(id) {
                         g.tick(now);
@@ -1049,6 +1156,7 @@ impl Coordinator {
                     .values()
                     .filter_map(|g| g.next_deadline())
                     .chain(inner.consumers.values().filter_map(|c| c.next_deadline()))
+                    .chain(inner.shares.values().filter_map(|g| g.next_deadline()))
                     .min()
                     .unwrap_or(next_sweep)
                     .min(next_sweep)
@@ -1361,6 +1469,8 @@ mod tests {
             retention_check_interval: Duration::from_secs(600),
             consumer_session_timeout: Duration::from_secs(45),
             consumer_heartbeat_interval: Duration::from_secs(5),
+            share_session_timeout: Duration::from_secs(45),
+            share_heartbeat_interval: Duration::from_secs(5),
         }
     }
 

@@ -375,7 +375,12 @@ pub async fn delete_groups(
         let error = if id.is_empty() {
             Err(ResponseError::InvalidGroupId)
         } else {
-            broker.groups.delete_group(id).await
+            let deleted = broker.groups.delete_group(id).await;
+            if deleted.is_ok() {
+                // A share group's records on this broker go with it.
+                broker.shares.forget_group(id);
+            }
+            deleted
         };
         results.push(
             DeletableGroupResult::default()

@@ -22,6 +22,8 @@ pub mod offset_for_leader_epoch;
 pub mod offsets;
 pub mod produce;
 pub mod reassignments;
+pub mod share_fetch;
+pub mod share_groups;
 pub mod topics;
 pub mod transactions;
 

@@ -186,6 +186,36 @@ codes!(OffsetDeleteResponse, |r, f| {
 codes!(DescribeClusterResponse, |r, f| { f(r.error_code) });
 codes!(UpdateFeaturesResponse, |r, f| { f(r.error_code) });
 codes!(ConsumerGroupHeartbeatResponse, |r, f| { f(r.error_code) });
+codes!(ShareGroupHeartbeatResponse, |r, f| { f(r.error_code) });
+codes!(ShareGroupDescribeResponse, |r, f| {
+    r.groups.iter().for_each(|g| f(g.error_code));
+});
+codes!(ShareFetchResponse, |r, f| {
+    f(r.error_code);
+    r.responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .for_each(|p| {
+            f(p.error_code);
+            f(p.acknowledge_error_code);
+        });
+});
+codes!(DescribeShareGroupOffsetsResponse, |r, f| {
+    for g in &r.groups {
+        f(g.error_code);
+        g.topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| f(p.error_code));
+    }
+});
+codes!(ShareAcknowledgeResponse, |r, f| {
+    f(r.error_code);
+    r.responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .for_each(|p| f(p.error_code));
+});
 codes!(ConsumerGroupDescribeResponse, |r, f| {
     r.groups.iter().for_each(|g| f(g.error_code));
 });

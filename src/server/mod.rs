@@ -127,4 +127,8 @@ async fn connection(broker: Arc<Broker>, listener: Arc<str>, stream: TcpStream, 
     }
     drop(tx);
     let _ = writer.await;
+    // KIP-932: a share session ends with the connection it was opened on.
+    broker
+        .shares
+        .connection_closed(&(ctx.listener.clone(), ctx.peer));
 }

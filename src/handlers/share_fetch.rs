@@ -1,0 +1,434 @@
+//! ShareFetch and ShareAcknowledge (KIP-932): a share group member's reads and
+//! acknowledgements on the partitions this broker leads. The request first steps the
+//! member's share session ([`crate::share::Shares::session`]), then applies the
+//! acknowledgements it carries, then (ShareFetch) acquires records: it reads whole batches
+//! from where the share partition has something to give, and the share partition decides
+//! which of their records this member gets. The answer carries those batches and the
+//! acquired offset ranges; the client delivers only the records in them.
+//!
+//! Like Fetch it long-polls: until some record is acquired, `MaxWaitMs` passes, or the
+//! broker shuts down, woken by appends and by records given back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::select_all;
+use kafka_protocol::messages::share_acknowledge_response::{
+    PartitionData as AckPartitionData, ShareAcknowledgeTopicResponse,
+};
+use kafka_protocol::messages::share_fetch_response::{
+    AcquiredRecords, PartitionData, ShareFetchableTopicResponse,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+
+use super::{str_bytes, RequestContext};
+use crate::broker::Broker;
+use crate::clock::now_ms;
+use crate::error::Error;
+use crate::log::batch::BatchHeader;
+use crate::log::ReadUpTo;
+use crate::share::partition::AckError;
+use crate::share::{SessionStep, TopicIdPartition};
+use crate::topics::Partition;
+
+/// Upper bound on a share fetch's wait, whatever the client asks.
+const SHARE_FETCH_WAIT_MS_MAX: u64 = 30_000;
+
+/// An acknowledgement batch: first offset, last offset, types.
+type AckBatch = (i64, i64, Vec<i8>);
+
+fn ack_error(e: &AckError) -> (ResponseError, String) {
+    match e {
+        AckError::NotAcquired(o) => (
+            ResponseError::InvalidRecordState,
+            format!("The record at offset {o} is not acquired by this member."),
+        ),
+        AckError::Invalid(msg) => (ResponseError::InvalidRequest, msg.to_string()),
+    }
+}
+
+/// A partition named by topic id, as this broker can serve it (or why not).
+fn resolve(broker: &Broker, tp: TopicIdPartition) -> Result<Arc<Partition>, Error> {
+    let topic = broker
+        .catalog
+        .get_by_id(tp.0)
+        .ok_or(Error::UnknownTopicId)?;
+    let part = topic
+        .partition(tp.1)
+        .cloned()
+        .ok_or(Error::UnknownTopicOrPartition)?;
+    broker.check_fetch(&part, -1, 0)?;
+    Ok(part)
+}
+
+/// The checks both APIs make before touching a session: the top-level error, if any.
+fn check_request(
+    broker: &Broker,
+    group: Option<&str>,
+    member: Option<&str>,
+) -> Result<(String, String), (ResponseError, String)> {
+    if !broker.share_groups_enabled() {
+        return Err((
+            ResponseError::UnsupportedVersion,
+            "Share groups are not enabled (feature share.version is 0).".into(),
+        ));
+    }
+    let group = group.filter(|g| !g.is_empty()).ok_or((
+        ResponseError::InvalidRequest,
+        "GroupId must be set.".to_string(),
+    ))?;
+    let member = member.filter(|m| !m.is_empty()).ok_or((
+        ResponseError::InvalidRequest,
+        "MemberId must be set.".to_string(),
+    ))?;
+    Ok((group.to_string(), member.to_string()))
+}
+
+/// Applies one partition's acknowledgement batches: the AcknowledgeErrorCode to answer.
+fn apply_acks(
+    broker: &Broker,
+    group: &str,
+    member: &str,
+    tp: TopicIdPartition,
+    batches: &[AckBatch],
+) -> Option<(ResponseError, String)> {
+    if batches.is_empty() {
+        return None;
+    }
+    if let Err(e) = resolve(broker, tp) {
+        return Some((e.response_error(), e.to_string()));
+    }
+    broker
+        .shares
+        .acknowledge(group, member, tp, batches, now_ms())
+        .err()
+        .map(|e| ack_error(&e))
+}
+
+pub async fn fetch(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: ShareFetchRequest,
+) -> ShareFetchResponse {
+    let top = |e: ResponseError, msg: String| {
+        ShareFetchResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(str_bytes(msg)))
+    };
+    let (group, member) = match check_request(
+        broker,
+        req.group_id.as_ref().map(|g| g.as_str()),
+        req.member_id.as_ref().map(|m| m.as_str()),
+    ) {
+        Ok(ok) => ok,
+        Err((e, msg)) => return top(e, msg),
+    };
+    let epoch = req.share_session_epoch;
+    let mut wanted: Vec<(TopicIdPartition, Vec<AckBatch>)> = Vec::new();
+    for t in &req.topics {
+        for p in &t.partitions {
+            let acks = p
+                .acknowledgement_batches
+                .iter()
+                .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
+                .collect();
+            wanted.push(((t.topic_id, p.partition_index), acks));
+        }
+    }
+    let has_acks = wanted.iter().any(|(_, a)| !a.is_empty());
+    if epoch == 0 && has_acks {
+        return top(
+            ResponseError::InvalidRequest,
+            "Acknowledge data is present on the initial share fetch request.".into(),
+        );
+    }
+    let forgotten: Vec<TopicIdPartition> = req
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, *p)))
+        .collect();
+    let added: Vec<TopicIdPartition> = wanted.iter().map(|(tp, _)| *tp).collect();
+    let conn = (ctx.conn.listener.clone(), ctx.conn.peer);
+    let step = match broker
+        .shares
+        .session(&group, &member, epoch, &added, &forgotten, &conn)
+    {
+        Ok(s) => s,
+        Err((e, msg)) => return top(e, msg),
+    };
+
+    // Acknowledgements first: what they release may be fetched by this same request.
+    let mut answers: Vec<(TopicIdPartition, PartitionData)> = Vec::new();
+    for (tp, acks) in &wanted {
+        if acks.is_empty() {
+            continue;
+        }
+        let mut p = PartitionData::default().with_partition_index(tp.1);
+        if let Some((e, msg)) = apply_acks(broker, &group, &member, *tp, acks) {
+            p = p
+                .with_acknowledge_error_code(e.code())
+                .with_acknowledge_error_message(Some(str_bytes(msg)));
+        }
+        answers.push((*tp, p));
+    }
+    let lock_ms = broker.shares.limits().lock_ms as i32;
+    if step == SessionStep::Close {
+        broker.shares.close_session(&group, &member);
+        return respond(answers, lock_ms);
+    }
+
+    let partitions = broker.shares.session_partitions(&group, &member);
+    let wait = Duration::from_millis((req.max_wait_ms.max(0) as u64).min(SHARE_FETCH_WAIT_MS_MAX));
+    let deadline = tokio::time::Instant::now() + wait;
+    let max_bytes = if req.max_bytes <= 0 {
+        i32::MAX as usize
+    } else {
+        req.max_bytes as usize
+    };
+    let max_records = if req.max_records <= 0 {
+        500
+    } else {
+        req.max_records as usize
+    };
+    let mut shutdown = broker.shutdown_signal();
+    loop {
+        let live: Vec<Arc<Partition>> = partitions
+            .iter()
+            .filter_map(|tp| resolve(broker, *tp).ok())
+            .collect();
+        let mut wakeups: Vec<_> = live
+            .iter()
+            .map(|p| Box::pin(p.log.hw_moved.notified()))
+            .collect();
+        let mut released = Box::pin(broker.shares.released.notified());
+        released.as_mut().enable();
+        for w in wakeups.iter_mut() {
+            w.as_mut().enable();
+        }
+        let (got, errors) =
+            acquire_all(broker, &group, &member, &partitions, max_bytes, max_records).await;
+        let expired = tokio::time::Instant::now() >= deadline;
+        if !got.is_empty() || errors || expired || broker.is_shutting_down() {
+            for (tp, p) in got {
+                match answers.iter_mut().find(|(t, _)| *t == tp) {
+                    Some((_, a)) => {
+                        a.error_code = p.error_code;
+                        a.error_message = p.error_message;
+                        a.records = p.records;
+                        a.acquired_records = p.acquired_records;
+                    }
+                    None => answers.push((tp, p)),
+                }
+            }
+            return respond(answers, lock_ms);
+        }
+        let appended = async move {
+            wakeups.push(released);
+            select_all(wakeups).await;
+        };
+        tokio::select! {
+            _ = appended => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = crate::shutdown::requested(&mut shutdown) => {}
+        }
+    }
+}
+
+/// One pass over the session's partitions: what this member acquired on each (partitions
+/// that gave nothing are left out), and whether any partition answered with an error.
+async fn acquire_all(
+    broker: &Broker,
+    group: &str,
+    member: &str,
+    partitions: &[TopicIdPartition],
+    max_bytes: usize,
+    max_records: usize,
+) -> (Vec<(TopicIdPartition, PartitionData)>, bool) {
+    let mut out = Vec::new();
+    let mut any_error = false;
+    let mut bytes_left = max_bytes;
+    let mut records_left = max_records;
+    for &tp in partitions {
+        if records_left == 0 || bytes_left == 0 {
+            break;
+        }
+        let base = PartitionData::default().with_partition_index(tp.1);
+        let part = match resolve(broker, tp) {
+            Ok(p) => p,
+            Err(e) => {
+                any_error = true;
+                out.push((
+                    tp,
+                    base.with_error_code(e.code())
+                        .with_error_message(Some(str_bytes(e.to_string()))),
+                ));
+                continue;
+            }
+        };
+        let o = part.log.offsets();
+        let Some(from) =
+            broker
+                .shares
+                .next_read(group, tp, o.log_start, o.high_watermark, now_ms(), || {
+                    o.high_watermark
+                })
+        else {
+            continue;
+        };
+        if from >= o.high_watermark {
+            continue;
+        }
+        let read = match part
+            .log
+            .read(from, bytes_left, out.is_empty(), ReadUpTo::HighWatermark)
+            .await
+        {
+            Ok(r) => r.records,
+            // The log start moved under us: the next pass starts from it.
+            Err(Error::OffsetOutOfRange { .. }) => continue,
+            Err(e) => {
+                any_error = true;
+                out.push((tp, base.with_error_code(e.code())));
+                continue;
+            }
+        };
+        let mut batches = Vec::new();
+        let mut pos = 0;
+        while let Ok(h) = BatchHeader::parse(&read[pos..]) {
+            batches.push((
+                pos,
+                h.base_offset,
+                h.base_offset + h.last_offset_delta as i64,
+                h.size,
+            ));
+            pos += h.size;
+        }
+        let ranges: Vec<(i64, i64)> = batches.iter().map(|b| (b.1, b.2)).collect();
+        let acquired = broker
+            .shares
+            .acquire(group, member, tp, &ranges, records_left, now_ms());
+        let (Some(first), Some(last)) = (acquired.first(), acquired.last()) else {
+            continue;
+        };
+        // Send the batches from the one holding the first acquired record to the one
+        // holding the last.
+        let start = batches
+            .iter()
+            .find(|b| b.2 >= first.first)
+            .map_or(0, |b| b.0);
+        let end = batches
+            .iter()
+            .find(|b| b.2 >= last.last)
+            .map_or(read.len(), |b| b.0 + b.3);
+        let records = read.slice(start..end);
+        let n: i64 = acquired.iter().map(|a| a.last - a.first + 1).sum();
+        records_left = records_left.saturating_sub(n as usize);
+        bytes_left = bytes_left.saturating_sub(records.len());
+        let acquired = acquired
+            .iter()
+            .map(|a| {
+                AcquiredRecords::default()
+                    .with_first_offset(a.first)
+                    .with_last_offset(a.last)
+                    .with_delivery_count(a.deliveries)
+            })
+            .collect();
+        out.push((
+            tp,
+            base.with_records(Some(records))
+                .with_acquired_records(acquired),
+        ));
+    }
+    (out, any_error)
+}
+
+fn respond(answers: Vec<(TopicIdPartition, PartitionData)>, lock_ms: i32) -> ShareFetchResponse {
+    let mut topics: Vec<ShareFetchableTopicResponse> = Vec::new();
+    for ((topic, _), p) in answers {
+        // Never null: clients read the record set's size.
+        let p = match p.records {
+            Some(_) => p,
+            None => p.with_records(Some(bytes::Bytes::new())),
+        };
+        match topics.iter_mut().find(|t| t.topic_id == topic) {
+            Some(t) => t.partitions.push(p),
+            None => topics.push(
+                ShareFetchableTopicResponse::default()
+                    .with_topic_id(topic)
+                    .with_partitions(vec![p]),
+            ),
+        }
+    }
+    ShareFetchResponse::default()
+        .with_acquisition_lock_timeout_ms(lock_ms)
+        .with_responses(topics)
+}
+
+pub async fn acknowledge(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: ShareAcknowledgeRequest,
+) -> ShareAcknowledgeResponse {
+    let top = |e: ResponseError, msg: String| {
+        ShareAcknowledgeResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(str_bytes(msg)))
+    };
+    let (group, member) = match check_request(
+        broker,
+        req.group_id.as_ref().map(|g| g.as_str()),
+        req.member_id.as_ref().map(|m| m.as_str()),
+    ) {
+        Ok(ok) => ok,
+        Err((e, msg)) => return top(e, msg),
+    };
+    if req.share_session_epoch == 0 {
+        return top(
+            ResponseError::InvalidShareSessionEpoch,
+            "A share session cannot be opened by ShareAcknowledge.".into(),
+        );
+    }
+    let conn = (ctx.conn.listener.clone(), ctx.conn.peer);
+    let step =
+        match broker
+            .shares
+            .session(&group, &member, req.share_session_epoch, &[], &[], &conn)
+        {
+            Ok(s) => s,
+            Err((e, msg)) => return top(e, msg),
+        };
+    let mut topics: Vec<ShareAcknowledgeTopicResponse> = Vec::new();
+    for t in &req.topics {
+        let mut parts = Vec::new();
+        for p in &t.partitions {
+            let acks: Vec<AckBatch> = p
+                .acknowledgement_batches
+                .iter()
+                .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
+                .collect();
+            let mut answer = AckPartitionData::default().with_partition_index(p.partition_index);
+            if let Some((e, msg)) = apply_acks(
+                broker,
+                &group,
+                &member,
+                (t.topic_id, p.partition_index),
+                &acks,
+            ) {
+                answer = answer
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(msg)));
+            }
+            parts.push(answer);
+        }
+        topics.push(
+            ShareAcknowledgeTopicResponse::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(parts),
+        );
+    }
+    if step == SessionStep::Close {
+        broker.shares.close_session(&group, &member);
+    }
+    ShareAcknowledgeResponse::default().with_responses(topics)
+}

@@ -1,0 +1,278 @@
+//! Share groups' membership (KIP-932): ShareGroupHeartbeat and ShareGroupDescribe. The
+//! coordinator assigns partitions by name; the wire names topics by id. A share partition
+//! this broker leads is made as soon as the group is assigned it, with its start offset
+//! from `share.auto.offset.reset` (latest), as Kafka initializes share partitions on
+//! assignment: records written after a member was assigned the partition are delivered.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::share_group_describe_response::{
+    Assignment as DescribedAssignment, DescribedGroup, Member,
+    TopicPartitions as DescribedTopicPartitions,
+};
+use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+use uuid::Uuid;
+
+use super::RequestContext;
+use super::{str_bytes, topic_name, OPERATIONS_UNKNOWN};
+use crate::broker::Broker;
+use crate::coordinator::consumer::Tp;
+use crate::coordinator::share::{ShareHeartbeat, ShareTopics};
+use crate::topics::Catalog;
+
+/// Group operations with no authorizer: READ, DELETE, DESCRIBE.
+const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+
+/// Partitions by topic name -> by topic id (topics that vanished are left out).
+fn by_topic(catalog: &Catalog, tps: impl IntoIterator<Item = Tp>) -> Vec<(Uuid, String, Vec<i32>)> {
+    let mut grouped: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for (t, p) in tps {
+        grouped.entry(t).or_default().push(p);
+    }
+    grouped
+        .into_iter()
+        .filter_map(|(t, ps)| catalog.get(&t).map(|topic| (topic.id, t, ps)))
+        .collect()
+}
+
+struct CatalogView<'a>(&'a Catalog);
+
+impl ShareTopics for CatalogView<'_> {
+    fn partitions(&self, topic: &str) -> Option<i32> {
+        // Kafka's share groups never consume internal topics.
+        if topic.starts_with("__") {
+            return None;
+        }
+        self.0.get(topic).map(|t| t.partitions.len() as i32)
+    }
+}
+
+fn error_response(e: ResponseError, msg: impl Into<String>) -> ShareGroupHeartbeatResponse {
+    ShareGroupHeartbeatResponse::default()
+        .with_error_code(e.code())
+        .with_error_message(Some(str_bytes(msg.into())))
+}
+
+pub async fn heartbeat(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: ShareGroupHeartbeatRequest,
+) -> ShareGroupHeartbeatResponse {
+    if !broker.share_groups_enabled() {
+        return error_response(
+            ResponseError::UnsupportedVersion,
+            "Share groups are not enabled (feature share.version is 0).",
+        );
+    }
+    if req.group_id.is_empty() {
+        return error_response(ResponseError::InvalidRequest, "GroupId can't be empty.");
+    }
+    let h = ShareHeartbeat {
+        member_id: req.member_id.to_string(),
+        epoch: req.member_epoch,
+        rack_id: req.rack_id.as_ref().map(|s| s.to_string()),
+        client_id: ctx.client_id.clone().unwrap_or_default(),
+        client_host: format!("/{}", ctx.conn.peer.ip()),
+        subscribed: req
+            .subscribed_topic_names
+            .as_ref()
+            .map(|ts| ts.iter().map(|t| t.to_string()).collect()),
+    };
+    let r = broker
+        .groups
+        .share_heartbeat(&req.group_id, h, &CatalogView(&broker.catalog));
+    if let Some((e, msg)) = r.error {
+        return error_response(e, msg);
+    }
+    let assignment = r.assignment.map(|a| {
+        let topics = by_topic(&broker.catalog, a);
+        for (id, name, ps) in &topics {
+            for p in ps {
+                if let Ok((_, part)) = broker.catalog.partition(name, *p) {
+                    let start = part.log.offsets().high_watermark;
+                    broker.shares.initialize(&req.group_id, (*id, *p), start);
+                }
+            }
+        }
+        Assignment::default().with_topic_partitions(
+            topics
+                .into_iter()
+                .map(|(id, _, ps)| {
+                    TopicPartitions::default()
+                        .with_topic_id(id)
+                        .with_partitions(ps)
+                })
+                .collect(),
+        )
+    });
+    ShareGroupHeartbeatResponse::default()
+        .with_member_id(Some(str_bytes(r.member_id)))
+        .with_member_epoch(r.epoch)
+        .with_heartbeat_interval_ms(broker.groups.share_heartbeat_interval().as_millis() as i32)
+        .with_assignment(assignment)
+}
+
+pub async fn describe(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: ShareGroupDescribeRequest,
+) -> ShareGroupDescribeResponse {
+    let assignment = |tps: Vec<Tp>| {
+        DescribedAssignment::default().with_topic_partitions(
+            by_topic(&broker.catalog, tps)
+                .into_iter()
+                .map(|(id, name, ps)| {
+                    DescribedTopicPartitions::default()
+                        .with_topic_id(id)
+                        .with_topic_name(topic_name(&name))
+                        .with_partitions(ps)
+                })
+                .collect(),
+        )
+    };
+    let groups = req
+        .group_ids
+        .iter()
+        .map(|id| {
+            let base = DescribedGroup::default()
+                .with_group_id(id.clone())
+                .with_authorized_operations(if req.include_authorized_operations {
+                    GROUP_OPERATIONS_ALL
+                } else {
+                    OPERATIONS_UNKNOWN
+                });
+            if !broker.share_groups_enabled() {
+                return base.with_error_code(ResponseError::UnsupportedVersion.code());
+            }
+            let d = match broker.groups.share_describe(id) {
+                Ok(d) => d,
+                Err(e) => return base.with_error_code(e.code()),
+            };
+            let Some(d) = d else {
+                return base
+                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_error_message(Some(str_bytes(format!(
+                        "Group {} is not a share group.",
+                        id.as_str()
+                    ))));
+            };
+            let members = d
+                .members
+                .into_iter()
+                .map(|m| {
+                    Member::default()
+                        .with_member_id(str_bytes(m.id.clone()))
+                        .with_rack_id(m.rack_id.clone().map(str_bytes))
+                        .with_member_epoch(m.epoch)
+                        .with_client_id(str_bytes(m.client_id.clone()))
+                        .with_client_host(str_bytes(m.client_host.clone()))
+                        .with_subscribed_topic_names(
+                            m.subscribed.iter().map(|t| topic_name(t)).collect(),
+                        )
+                        .with_assignment(assignment(m.assigned.iter().cloned().collect()))
+                })
+                .collect();
+            base.with_group_state(str_bytes(d.state))
+                .with_group_epoch(d.epoch)
+                .with_assignment_epoch(d.epoch)
+                .with_assignor_name(str_bytes("simple"))
+                .with_members(members)
+        })
+        .collect();
+    ShareGroupDescribeResponse::default().with_groups(groups)
+}
+
+/// DescribeShareGroupOffsets (kafka-share-groups --describe): each share partition's start
+/// offset (-1 for a partition the group has not read yet).
+pub async fn describe_offsets(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: DescribeShareGroupOffsetsRequest,
+) -> DescribeShareGroupOffsetsResponse {
+    use kafka_protocol::messages::describe_share_group_offsets_response::{
+        DescribeShareGroupOffsetsResponseGroup as Group,
+        DescribeShareGroupOffsetsResponsePartition as Part,
+        DescribeShareGroupOffsetsResponseTopic as Topic,
+    };
+    let groups = req
+        .groups
+        .iter()
+        .map(|g| {
+            let base = Group::default().with_group_id(g.group_id.clone());
+            let refuse = |e: ResponseError, msg: String| {
+                base.clone()
+                    .with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(msg)))
+            };
+            if !broker.share_groups_enabled() {
+                return refuse(
+                    ResponseError::UnsupportedVersion,
+                    "Share groups are not enabled.".into(),
+                );
+            }
+            match broker.groups.share_describe(&g.group_id) {
+                Err(e) => return refuse(e, e.to_string()),
+                Ok(None) => {
+                    return refuse(
+                        ResponseError::GroupIdNotFound,
+                        format!("Group {} is not a share group.", g.group_id.as_str()),
+                    )
+                }
+                Ok(Some(_)) => {}
+            }
+            let starts = broker.shares.start_offsets(&g.group_id);
+            // The topics asked for, or every topic the group has share partitions of.
+            let wanted: Vec<(String, Vec<i32>)> = match &g.topics {
+                Some(ts) => ts
+                    .iter()
+                    .map(|t| (t.topic_name.to_string(), t.partitions.clone()))
+                    .collect(),
+                None => {
+                    let mut by: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+                    for ((id, p), _) in &starts {
+                        if let Some(t) = broker.catalog.get_by_id(*id) {
+                            by.entry(t.name.clone()).or_default().push(*p);
+                        }
+                    }
+                    by.into_iter().collect()
+                }
+            };
+            let topics = wanted
+                .into_iter()
+                .map(|(name, parts)| {
+                    let topic = broker.catalog.get(&name);
+                    let id = topic.as_ref().map_or(Uuid::nil(), |t| t.id);
+                    let partitions = parts
+                        .into_iter()
+                        .map(|p| {
+                            let base = Part::default().with_partition_index(p);
+                            let Some(part) = topic.as_ref().and_then(|t| t.partition(p)) else {
+                                return base
+                                    .with_start_offset(-1)
+                                    .with_leader_epoch(-1)
+                                    .with_error_code(
+                                        ResponseError::UnknownTopicOrPartition.code(),
+                                    );
+                            };
+                            let start = starts
+                                .iter()
+                                .find(|(tp, _)| *tp == (id, p))
+                                .map_or(-1, |(_, s)| *s);
+                            base.with_start_offset(start)
+                                .with_leader_epoch(part.log.offsets().leader_epoch)
+                        })
+                        .collect();
+                    Topic::default()
+                        .with_topic_name(topic_name(&name))
+                        .with_topic_id(id)
+                        .with_partitions(partitions)
+                })
+                .collect();
+            base.with_topics(topics)
+        })
+        .collect();
+    DescribeShareGroupOffsetsResponse::default().with_groups(groups)
+}

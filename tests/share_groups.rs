@@ -1,0 +1,344 @@
+//! Share groups (KIP-932) against a real broker process: the `share.version` switch, a
+//! member joining and being assigned, records acquired by one member at a time, the
+//! acknowledgement types, lock expiry and a closed connection giving records back, and
+//! Kafka's error codes for bad share requests (each leaving the broker serving).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{batch, Broker, Client};
+use kafka_protocol::messages::share_acknowledge_request::{
+    AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatchAck,
+};
+use kafka_protocol::messages::share_fetch_request::{
+    AcknowledgementBatch, FetchPartition, FetchTopic,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use uuid::Uuid;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn enable_share_groups(c: &mut Client) {
+    let req = UpdateFeaturesRequest::default()
+        .with_timeout_ms(30_000)
+        .with_feature_updates(vec![update_features_request::FeatureUpdateKey::default()
+            .with_feature(s("share.version"))
+            .with_max_version_level(1)
+            .with_upgrade_type(1)]);
+    let r: UpdateFeaturesResponse = c.send(ApiKey::UpdateFeatures, 1, &req);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+}
+
+fn heartbeat(
+    c: &mut Client,
+    group: &str,
+    member: &str,
+    epoch: i32,
+    topics: Option<&[&str]>,
+) -> ShareGroupHeartbeatResponse {
+    let req = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+        .with_subscribed_topic_names(topics.map(|t| t.iter().map(|n| common::name(n)).collect()));
+    c.send(ApiKey::ShareGroupHeartbeat, 1, &req)
+}
+
+fn topic_id(c: &mut Client, topic: &str) -> Uuid {
+    let req = MetadataRequest::default().with_topics(Some(vec![
+        metadata_request::MetadataRequestTopic::default().with_name(Some(common::name(topic))),
+    ]));
+    let r: MetadataResponse = c.send(ApiKey::Metadata, 12, &req);
+    r.topics[0].topic_id
+}
+
+/// (first, last, types) acknowledgement batches.
+type Acks<'a> = &'a [(i64, i64, &'a [i8])];
+
+fn share_fetch(
+    c: &mut Client,
+    group: &str,
+    member: &str,
+    epoch: i32,
+    topic: Uuid,
+    acks: Acks,
+    max_wait_ms: i32,
+) -> ShareFetchResponse {
+    let req = ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(s(group))))
+        .with_member_id(Some(s(member)))
+        .with_share_session_epoch(epoch)
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_max_records(500)
+        .with_batch_size(500)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic_id(topic)
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition_index(0)
+                .with_acknowledgement_batches(
+                    acks.iter()
+                        .map(|(f, l, t)| {
+                            AcknowledgementBatch::default()
+                                .with_first_offset(*f)
+                                .with_last_offset(*l)
+                                .with_acknowledge_types(t.to_vec())
+                        })
+                        .collect(),
+                )])]);
+    c.send(ApiKey::ShareFetch, 1, &req)
+}
+
+fn share_ack(
+    c: &mut Client,
+    group: &str,
+    member: &str,
+    epoch: i32,
+    topic: Uuid,
+    acks: Acks,
+) -> ShareAcknowledgeResponse {
+    let req = ShareAcknowledgeRequest::default()
+        .with_group_id(Some(GroupId(s(group))))
+        .with_member_id(Some(s(member)))
+        .with_share_session_epoch(epoch)
+        .with_topics(vec![AcknowledgeTopic::default()
+            .with_topic_id(topic)
+            .with_partitions(vec![AcknowledgePartition::default()
+                .with_partition_index(0)
+                .with_acknowledgement_batches(
+                    acks.iter()
+                        .map(|(f, l, t)| {
+                            AckBatchAck::default()
+                                .with_first_offset(*f)
+                                .with_last_offset(*l)
+                                .with_acknowledge_types(t.to_vec())
+                        })
+                        .collect(),
+                )])]);
+    c.send(ApiKey::ShareAcknowledge, 1, &req)
+}
+
+/// The acquired ranges of a ShareFetch answer: (first, last, delivery count).
+fn acquired(r: &ShareFetchResponse) -> Vec<(i64, i64, i16)> {
+    r.responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .flat_map(|p| &p.acquired_records)
+        .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
+        .collect()
+}
+
+fn partition_codes(r: &ShareFetchResponse) -> Vec<(i16, i16)> {
+    r.responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| (p.error_code, p.acknowledge_error_code))
+        .collect()
+}
+
+/// A broker with share groups switched on, a one-partition topic and two members of
+/// group `g` assigned it.
+fn setup(overrides: &[&str], topic: &str) -> (Broker, Client, Uuid) {
+    let b = Broker::start_with(overrides);
+    let mut c = b.client();
+    c.await_group_coordinator();
+    enable_share_groups(&mut c);
+    assert_eq!(c.create_topic(topic, 1, &[]), 0);
+    let id = topic_id(&mut c, topic);
+    for m in ["member-a", "member-b"] {
+        let r = heartbeat(&mut c, "g", m, 0, Some(&[topic]));
+        assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+        let a = r.assignment.expect("assigned on joining");
+        assert_eq!(a.topic_partitions[0].topic_id, id);
+        assert_eq!(a.topic_partitions[0].partitions, [0]);
+    }
+    (b, c, id)
+}
+
+#[test]
+fn share_groups_are_off_until_share_version_1() {
+    let b = Broker::start();
+    let mut c = b.client();
+    c.await_group_coordinator();
+    let listed = |c: &mut Client| {
+        let r: ApiVersionsResponse = c.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+        r.api_keys
+            .iter()
+            .any(|k| k.api_key == ApiKey::ShareFetch as i16)
+    };
+    assert!(!listed(&mut c));
+    let r = heartbeat(&mut c, "g", "m", 0, Some(&["t"]));
+    assert_eq!(r.error_code, ResponseError::UnsupportedVersion.code());
+    enable_share_groups(&mut c);
+    assert!(listed(&mut c));
+    assert_eq!(c.create_topic("t", 1, &[]), 0);
+    let r = heartbeat(&mut c, "g", "m", 0, Some(&["t"]));
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert_eq!(r.member_epoch, 1);
+}
+
+/// Two members on one partition: each record goes to one of them, ACCEPT finishes it,
+/// RELEASE gives it to the next fetch with its delivery count up, REJECT never again.
+#[test]
+fn members_acquire_records_one_at_a_time() {
+    let (b, mut c, t) = setup(&[], "queue");
+    let mut a = b.client();
+    let mut bb = b.client();
+    // Nothing yet: the share partition started at the end of the (empty) log.
+    let r = share_fetch(&mut a, "g", "member-a", 0, t, &[], 0);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert!(acquired(&r).is_empty());
+    let r = share_fetch(&mut bb, "g", "member-b", 0, t, &[], 0);
+    assert_eq!(r.error_code, 0);
+
+    assert_eq!(c.produce("queue", 0, batch(&["a", "b", "c"]), -1).0, 0);
+    assert_eq!(c.produce("queue", 0, batch(&["d", "e"]), -1).0, 0);
+    let r = share_fetch(&mut a, "g", "member-a", 1, t, &[], 5000);
+    assert_eq!(acquired(&r), [(0, 4, 1)]);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(common::records(p.records.clone().unwrap()).len(), 5);
+    assert!(r.acquisition_lock_timeout_ms > 0);
+    // member-b finds nothing free while member-a holds them.
+    let r = share_fetch(&mut bb, "g", "member-b", 1, t, &[], 200);
+    assert!(acquired(&r).is_empty(), "{:?}", acquired(&r));
+
+    // member-b cannot acknowledge member-a's records: INVALID_RECORD_STATE.
+    let r = share_ack(&mut bb, "g", "member-b", 2, t, &[(0, 0, &[1])]);
+    assert_eq!(
+        r.responses[0].partitions[0].error_code,
+        ResponseError::InvalidRecordState.code()
+    );
+
+    // ACCEPT a and b, RELEASE c, REJECT d, ACCEPT e (one type per offset).
+    let r = share_ack(&mut a, "g", "member-a", 2, t, &[(0, 4, &[1, 1, 2, 3, 1])]);
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+    let r = share_fetch(&mut bb, "g", "member-b", 3, t, &[], 5000);
+    assert_eq!(acquired(&r), [(2, 2, 2)]);
+    // Accepting it with the next fetch finishes the partition's records.
+    let r = share_fetch(&mut bb, "g", "member-b", 4, t, &[(2, 2, &[1])], 200);
+    assert_eq!(partition_codes(&r), [(0, 0)]);
+    assert!(acquired(&r).is_empty());
+    let r = share_fetch(&mut a, "g", "member-a", 3, t, &[], 200);
+    assert!(acquired(&r).is_empty(), "{:?}", acquired(&r));
+
+    // member-a's connection closes while it holds a record (locked for 30 s): member-b
+    // gets it at once, delivered a second time.
+    assert_eq!(c.produce("queue", 0, batch(&["f"]), -1).0, 0);
+    let r = share_fetch(&mut a, "g", "member-a", 4, t, &[], 5000);
+    assert_eq!(acquired(&r), [(5, 5, 1)]);
+    drop(a);
+    let r = share_fetch(&mut bb, "g", "member-b", 5, t, &[], 10_000);
+    assert_eq!(acquired(&r), [(5, 5, 2)]);
+}
+
+/// A lock that runs out gives the records back.
+#[test]
+fn expired_locks_give_records_back() {
+    let (b, mut c, t) = setup(&["group.share.record.lock.duration.ms=1000"], "locks");
+    let mut a = b.client();
+    share_fetch(&mut a, "g", "member-a", 0, t, &[], 0);
+    assert_eq!(c.produce("locks", 0, batch(&["x", "y"]), -1).0, 0);
+    let r = share_fetch(&mut a, "g", "member-a", 1, t, &[], 5000);
+    assert_eq!(acquired(&r), [(0, 1, 1)]);
+    assert_eq!(r.acquisition_lock_timeout_ms, 1000);
+    // member-a sits on them past the lock: member-b gets them, delivered a second time.
+    let mut bb = b.client();
+    share_fetch(&mut bb, "g", "member-b", 0, t, &[], 0);
+    let mut epoch = 1;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let got = loop {
+        let r = share_fetch(&mut bb, "g", "member-b", epoch, t, &[], 500);
+        epoch += 1;
+        let got = acquired(&r);
+        if !got.is_empty() || Instant::now() > deadline {
+            break got;
+        }
+    };
+    assert_eq!(got, [(0, 1, 2)]);
+    // member-a's late acknowledgement is refused: the records are no longer its.
+    let r = share_ack(&mut a, "g", "member-a", 2, t, &[(0, 1, &[1])]);
+    assert_eq!(
+        r.responses[0].partitions[0].error_code,
+        ResponseError::InvalidRecordState.code()
+    );
+}
+
+/// Bad share requests get Kafka's error codes, and the broker keeps serving.
+#[test]
+fn bad_share_requests_are_refused() {
+    let (b, mut c, t) = setup(&[], "bad");
+    let mut a = b.client();
+    // No session yet / the wrong epoch.
+    let r = share_fetch(&mut a, "g", "member-a", 3, t, &[], 0);
+    assert_eq!(r.error_code, ResponseError::ShareSessionNotFound.code());
+    let r = share_ack(&mut a, "g", "member-a", 1, t, &[(0, 0, &[1])]);
+    assert_eq!(r.error_code, ResponseError::ShareSessionNotFound.code());
+    let r = share_fetch(&mut a, "g", "member-a", 0, t, &[], 0);
+    assert_eq!(r.error_code, 0);
+    let r = share_fetch(&mut a, "g", "member-a", 5, t, &[], 0);
+    assert_eq!(r.error_code, ResponseError::InvalidShareSessionEpoch.code());
+    // Acknowledgements in the request that opens a session.
+    let r = share_fetch(&mut a, "g", "member-a", 0, t, &[(0, 0, &[1])], 0);
+    assert_eq!(r.error_code, ResponseError::InvalidRequest.code());
+    // An unknown acknowledge type, and first after last.
+    share_fetch(&mut a, "g", "member-a", 0, t, &[], 0);
+    assert_eq!(c.produce("bad", 0, batch(&["x"]), -1).0, 0);
+    let r = share_fetch(&mut a, "g", "member-a", 1, t, &[], 5000);
+    assert_eq!(acquired(&r), [(0, 0, 1)]);
+    let r = share_ack(&mut a, "g", "member-a", 2, t, &[(0, 0, &[9])]);
+    assert_eq!(
+        r.responses[0].partitions[0].error_code,
+        ResponseError::InvalidRequest.code()
+    );
+    let r = share_ack(&mut a, "g", "member-a", 3, t, &[(1, 0, &[1])]);
+    assert_eq!(
+        r.responses[0].partitions[0].error_code,
+        ResponseError::InvalidRequest.code()
+    );
+    // None of that changed the record's state: it is still member-a's to accept.
+    let r = share_ack(&mut a, "g", "member-a", 4, t, &[(0, 0, &[1])]);
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+
+    // Heartbeats: a stale epoch, an unknown member, a member id over 36 characters, a
+    // group id that belongs to a consumer group.
+    let r = heartbeat(&mut c, "g", "member-a", 9, None);
+    assert_eq!(r.error_code, ResponseError::FencedMemberEpoch.code());
+    let r = heartbeat(&mut c, "g", "nobody", 3, None);
+    assert_eq!(r.error_code, ResponseError::UnknownMemberId.code());
+    let r = heartbeat(&mut c, "g", &"x".repeat(37), 0, Some(&["bad"]));
+    assert_eq!(r.error_code, ResponseError::InvalidRequest.code());
+    let r = heartbeat(&mut c, "g", "member-c", 0, None);
+    assert_eq!(r.error_code, ResponseError::InvalidRequest.code());
+    let cg = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("cg")))
+        .with_member_id(s("m1"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![common::name("bad")]))
+        .with_topic_partitions(Some(vec![]));
+    let r: ConsumerGroupHeartbeatResponse = c.send(ApiKey::ConsumerGroupHeartbeat, 1, &cg);
+    assert_eq!(r.error_code, 0);
+    let r = heartbeat(&mut c, "cg", "member-x", 0, Some(&["bad"]));
+    assert_eq!(r.error_code, ResponseError::GroupIdNotFound.code());
+    // And the share group cannot be joined as a consumer group.
+    let cg = cg.with_group_id(GroupId(s("g")));
+    let r: ConsumerGroupHeartbeatResponse = c.send(ApiKey::ConsumerGroupHeartbeat, 1, &cg);
+    assert_eq!(r.error_code, ResponseError::GroupIdNotFound.code());
+
+    // The broker still serves: the group is described with its two members.
+    let r: ShareGroupDescribeResponse = c.send(
+        ApiKey::ShareGroupDescribe,
+        1,
+        &ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("g"))]),
+    );
+    assert_eq!(r.groups[0].error_code, 0);
+    assert_eq!(r.groups[0].members.len(), 2);
+    assert_eq!(r.groups[0].group_state.as_str(), "Stable");
+}
