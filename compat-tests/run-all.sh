@@ -105,7 +105,7 @@ passed=0
 failed=0
 failed_names=()
 # the Java check groups but Kafka Streams (ONLY, if set, is the caller's choice)
-no_streams='topics|console|get_offsets|configs|delete_records|verifiable|groups|transactions|features'
+no_streams='topics|console|get_offsets|configs|delete_records|verifiable|groups|transactions|share|features'
 for s in "${suites[@]}"; do
   unset ALLOW_LIST KAFKA_VERSION
   suite_only="${ONLY:-}"

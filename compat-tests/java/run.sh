@@ -15,7 +15,7 @@
 #   KEEP_WORK=1    keep the work directory (tool outputs) even if all pass
 #   ONLY="re"      run only the check groups whose name matches the regex
 #                  (topics console get_offsets configs delete_records verifiable groups
-#                  transactions streams features);
+#                  transactions share streams features);
 #                  broker-api-versions always runs
 set -uo pipefail
 DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -302,6 +302,8 @@ compile_reader() {
   for f in "$DIR"/*.java; do
     # SubscriptionPattern came with the 4.0 client
     [[ "$f" == */RegexConsumer.java ]] && ! have_class org.apache.kafka.clients.consumer.SubscriptionPattern && continue
+    # share groups' production API came with the 4.2 client
+    [[ "$f" == */ShareConsumers.java ]] && ! client_at_least 4.2 && continue
     helpers+=("$f")
   done
   rm -rf "$tmp" && mkdir -p "$tmp" &&
@@ -604,6 +606,8 @@ PY
 
 # shellcheck source=groups.sh
 source "$DIR/groups.sh"
+# shellcheck source=share.sh
+source "$DIR/share.sh"
 
 ABORT=0
 want() { [[ $ABORT -eq 0 && "$1" =~ $ONLY ]]; }
@@ -620,6 +624,7 @@ want groups && check_groups
 want transactions && check_transactions
 want transactions && check_transactions_abort
 want transactions && check_transactions_hanging
+want share && check_share
 want streams && check_streams
 want features && check_features
 

@@ -1,0 +1,98 @@
+# Share-group (KIP-932, queues) checks for run.sh (sourced; uses its tool/helper/pass/fail/
+# skip/why/snip helpers). Kafka 4.2 made share groups production-ready; earlier clients
+# speak preview versions of the protocol, so the checks run with 4.2+ tools and clients.
+#
+# The broker must serve share groups: `kafka-features upgrade --feature share.version=1`
+# first (a fresh Kafka 4.2+ cluster is at 1 already; Cairn starts at 0 while its share
+# state is in memory only).
+
+SHARE_GROUPS=org.apache.kafka.tools.consumer.group.ShareGroupCommand
+CONSOLE_SHARE=org.apache.kafka.tools.consumer.ConsoleShareConsumer
+
+check_share() {
+  local rc
+  if ! client_at_least 4.2; then
+    skip share "share groups are production-ready from Kafka 4.2 (KIP-932)"; return
+  fi
+  # Kafka 4.4 is at level 2 (KIP-1222's renew acknowledgements) already; Cairn serves 1.
+  sv_level() { grep -oP "^Feature: share.version\s+SupportedMinVersion: 0\s+SupportedMaxVersion: [0-9]+\s+FinalizedVersionLevel: \K[0-9]+" "$WORK/$1.out"; }
+  tool shfd0 org.apache.kafka.tools.FeatureCommand "${B[@]}" describe
+  rc=0
+  if [[ "$(sv_level shfd0)" == 0 || -z "$(sv_level shfd0)" ]]; then
+    tool shfeat org.apache.kafka.tools.FeatureCommand "${B[@]}" upgrade --feature share.version=1; rc=$?
+  fi
+  tool shfd org.apache.kafka.tools.FeatureCommand "${B[@]}" describe
+  if [[ "$(sv_level shfd)" -ge 1 ]]; then
+    pass share-feature-enabled
+  else
+    fail share-feature-enabled "$(why $rc shfeat) stdout: $(snip "$WORK/shfeat.out") then: $(snip "$WORK/shfd.out")"
+    return
+  fi
+  check_share_consumers
+  check_share_console
+}
+
+# Three KafkaShareConsumers with explicit acknowledgement on one partition
+# (ShareConsumers.java): records locked by one member at a time, ACCEPT / RELEASE / REJECT
+# as Kafka defines them, and a closing member's records delivered again.
+check_share_consumers() {
+  local t="cairn-jt-share-$RUN_ID" rc
+  if ! compile_reader; then fail share-consumers "javac failed: $(snip "$WORK/javac.err")"; return; fi
+  tool shcreate $TOPICS "${B[@]}" --create --topic "$t" --partitions 1 --replication-factor 1; rc=$?
+  if [[ $rc -ne 0 ]]; then fail share-consumers "could not create $t: $(why $rc shcreate)"; return; fi
+  helper shc ShareConsumers "$BOOTSTRAP" "cairn-jt-share-$RUN_ID" "$t" 200 90000; rc=$?
+  if [[ $rc -eq 0 ]] && grep -qx ok "$WORK/shc.out"; then pass share-consumers
+  else fail share-consumers "$(snip "$WORK/shc.out" 600) ($(why $rc shc))"; return; fi
+  # The 200 records of the rounds are finished with: the share partition starts past them
+  # (DescribeShareGroupOffsets). Kafka 4.4 shows 200 here (its persisted start moves
+  # lazily) with a lag of 0; Cairn shows 205, the 5 records of the close check included.
+  tool shdo $SHARE_GROUPS "${B[@]}" --describe --group "cairn-jt-share-$RUN_ID"; rc=$?
+  local start; start=$(awk -v g="cairn-jt-share-$RUN_ID" -v t="$t" '$1 == g && $2 == t && $3 == 0 { print $4 }' "$WORK/shdo.out")
+  if [[ $rc -eq 0 && "$start" =~ ^[0-9]+$ && $start -ge 200 && $start -le 205 ]]; then
+    pass share-groups-describe-offsets
+  else fail share-groups-describe-offsets "want a start offset of 200 to 205: $(snip "$WORK/shdo.out" 400) ($(why $rc shdo))"; fi
+}
+
+# kafka-console-share-consumer (implicit acknowledgement) reads what is produced once it
+# is assigned; kafka-share-groups lists the group and describes its member, refuses to
+# delete it while the member is there, and deletes it once it has left.
+check_share_console() {
+  local t="cairn-jt-sharec-$RUN_ID" grp="cairn-jt-sharec-$RUN_ID" rc i pid n=0
+  tool shccreate $TOPICS "${B[@]}" --create --topic "$t" --partitions 2 --replication-factor 1; rc=$?
+  if [[ $rc -ne 0 ]]; then fail share-console-consumer "could not create $t: $(why $rc shccreate)"; return; fi
+  timeout -k 5 "$TOOL_TIMEOUT" "$DIR/kafka-run.sh" $CONSOLE_SHARE "${B[@]}" --topic "$t" --group "$grp" \
+    --max-messages 50 --timeout-ms 30000 >"$WORK/shcons.out" 2>"$WORK/shcons.err" </dev/null &
+  pid=$!
+  # Assigned: kafka-share-groups --describe --members lists the member with both partitions.
+  for i in $(seq 1 60); do
+    tool shdm $SHARE_GROUPS "${B[@]}" --describe --group "$grp" --members
+    if grep -q "$t:0,1" "$WORK/shdm.out" 2>/dev/null; then n=1; break; fi
+    sleep 1
+  done
+  if [[ $n -ne 1 ]]; then
+    fail share-groups-describe-members "the member never showed both partitions: $(snip "$WORK/shdm.out" 400)"
+  else pass share-groups-describe-members; fi
+  tool shl $SHARE_GROUPS "${B[@]}" --list
+  if grep -qx "$grp" "$WORK/shl.out"; then pass share-groups-list
+  else fail share-groups-list "$(snip "$WORK/shl.out" 400)"; fi
+  tool shdel1 $SHARE_GROUPS "${B[@]}" --delete --group "$grp"
+  if grep -q "NON_EMPTY_GROUP\|not empty\|GroupNotEmpty" "$WORK/shdel1.out" "$WORK/shdel1.err"; then
+    pass share-groups-delete-refused
+  else fail share-groups-delete-refused "deleting a group with a member: $(snip "$WORK/shdel1.out" 300) $(snip "$WORK/shdel1.err" 300)"; fi
+  for i in $(seq 0 49); do echo "k$i:share-$i"; done >"$WORK/shin.txt"
+  tool_in shprod "$WORK/shin.txt" $PRODUCER "${B[@]}" --topic "$t" "$READER_PROP" parse.key=true "$READER_PROP" key.separator=:
+  wait "$pid"; rc=$?
+  local got; got=$(grep -c '^share-' "$WORK/shcons.out")
+  local distinct; distinct=$(grep '^share-' "$WORK/shcons.out" | sort -u | wc -l)
+  if [[ $got -eq 50 && $distinct -eq 50 ]]; then pass share-console-consumer
+  else fail share-console-consumer "read $got ($distinct distinct) of 50 ($(why $rc shcons))"; fi
+  # The member has left (the consumer closed): the group can go.
+  for i in $(seq 1 30); do
+    tool shdel2 $SHARE_GROUPS "${B[@]}" --delete --group "$grp"
+    grep -q "Deletion of requested share groups ('$grp') was successful" "$WORK/shdel2.out" && break
+    sleep 1
+  done
+  tool shl2 $SHARE_GROUPS "${B[@]}" --list
+  if grep -q "was successful" "$WORK/shdel2.out" && ! grep -qx "$grp" "$WORK/shl2.out"; then pass share-groups-delete
+  else fail share-groups-delete "$(snip "$WORK/shdel2.out" 300) $(snip "$WORK/shdel2.err" 300); then listed: $(snip "$WORK/shl2.out" 200)"; fi
+}
