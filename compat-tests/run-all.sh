@@ -104,10 +104,12 @@ start_broker() { # $1: suite name
 passed=0
 failed=0
 failed_names=()
+# "suite seconds" (setup included), printed at the end to keep CI's time budget in view
+timings=()
 # the Java check groups but Kafka Streams (ONLY, if set, is the caller's choice)
 no_streams='topics|console|get_offsets|configs|delete_records|verifiable|groups|transactions|share|features'
 for s in "${suites[@]}"; do
-  unset ALLOW_LIST KAFKA_VERSION
+  unset ALLOW_LIST KAFKA_VERSION PARALLEL
   suite_only="${ONLY:-}"
   case "$s" in
     # The Java checks with another Kafka line's tools and client (java/lib-dir.sh).
@@ -124,9 +126,15 @@ for s in "${suites[@]}"; do
     java)
       setup="$here/java/setup.sh"; run="$here/java/run.sh"
       suite_only="${ONLY:-$no_streams}" ;;
+    # Two tests at a time: most of them wait on timeouts, so this halves the suite's
+    # 13 minutes; a test that fails is run again alone (FLAKY) before it counts.
+    librdkafka)
+      setup="$here/librdkafka/setup.sh"; run="$here/librdkafka/run.sh"
+      export PARALLEL="${LIBRDKAFKA_PARALLEL:-2}" ;;
     *) setup="$here/$s/setup.sh"; run="$here/$s/run.sh" ;;
   esac
   echo "=== $s: setup"
+  suite_start=$(date +%s)
   if ! "$setup"; then
     echo "=== $s: setup FAILED"
     failed=$((failed + 1)); failed_names+=("$s(setup)")
@@ -152,6 +160,7 @@ for s in "${suites[@]}"; do
     echo "=== $s: the broker logged errors:"; cat "$work/$s-broker"*.log | grep -v openraft | grep -E "panicked|ERROR" | head -20
   fi
   if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failed_names+=("$s"); fi
+  timings+=("$s $(($(date +%s) - suite_start))s")
 done
 # CI keeps only the end of the output: repeat what failed, with the end of each failed test's
 # log where the suite names one ("(log: path)").
@@ -163,6 +172,7 @@ for s in "${failed_names[@]}"; do
     echo "--- end of $log"; tail -25 "$log" 2>/dev/null | cut -c1-300
   done
 done
+echo "compat: time per suite (setup included): ${timings[*]}"
 [ ${#failed_names[@]} -eq 0 ] || echo "compat: failing suites: ${failed_names[*]}"
 echo "compat: $passed passed, $failed failed"
 [ "$failed" = 0 ]
