@@ -540,10 +540,18 @@ check_streams() {
     awk -F: '{s += $3} END {print s + 0}' "$WORK/soff.out"
   }
   run_app first
+  # The producer's 10 s must overlap the application's processing: start it once the
+  # application has joined its group and made its internal topics (RUNNING), which
+  # takes several seconds of a loaded machine.
+  local waited=0
+  until grep -q "^state RUNNING" "$WORK/streams-first.out" 2>/dev/null || (( waited >= 90 )); do
+    sleep 1; waited=$((waited + 1))
+  done
   timeout -k 5 120 "$DIR/kafka-run.sh" org.apache.kafka.tools.VerifiableProducer "${B[@]}" --topic "$si" \
     --max-messages $n --throughput 2000 --acks -1 >"$WORK/sprod.out" 2>"$WORK/sprod.err" </dev/null &
   ppid=$!
-  local waited=0 end=0
+  local end=0
+  waited=0
   while (( waited < 60 )) && kill -0 "$pid" 2>/dev/null && kill -0 "$ppid" 2>/dev/null; do
     sleep 1; waited=$((waited + 1))
     end=$(out_end)
