@@ -997,6 +997,13 @@ async def describe_txn(c):
     return None
 
 
+# How long to look for an ongoing transaction. Each look is a kafka-transactions run (a JVM,
+# 2-3 s) that sees one moment; the copier's transactions are Ongoing only between its first
+# send and its commit, a small part of each cycle on an idle machine, so 60 s of looks
+# missed them all in one CI run (2026-12-02).
+ONGOING_TIMEOUT = 180
+
+
 async def wait_txn(c, ok, what, timeout=60):
     deadline = time.time() + timeout
     while True:
@@ -1013,7 +1020,7 @@ async def kill_txn_coordinator(c, prod):
     """kill -9 of the transaction coordinator between AddPartitionsToTxn and EndTxn: the
     new coordinator (another replica of the __transaction_state partition) aborts or
     finishes the transaction and the copier carries on."""
-    d = await wait_txn(c, lambda d: d[2] == "Ongoing" and d[3], "ongoing")
+    d = await wait_txn(c, lambda d: d[2] == "Ongoing" and d[3], "ongoing", timeout=ONGOING_TIMEOUT)
     log(f"fault: kill -9 the transaction coordinator (node {d[0]}) during an ongoing transaction")
     await c.kill(d[0])
     await wait_txn(c, lambda e: e[0] != d[0], "moved", timeout=SESSION_MS / 1000 + 60)
@@ -1108,7 +1115,8 @@ async def kill_txn_coordinator_committing(c, prod):
 async def kill_txn_leader(c, prod):
     """kill -9 of the leader of a partition the ongoing transaction has written to."""
     out = lambda d: [tp for tp in d[3] if tp.rpartition("-")[0] == TXN_OUT]
-    d = await wait_txn(c, lambda d: d[2] == "Ongoing" and out(d), f"ongoing on {TXN_OUT}")
+    d = await wait_txn(c, lambda d: d[2] == "Ongoing" and out(d), f"ongoing on {TXN_OUT}",
+                       timeout=ONGOING_TIMEOUT)
     p = int(out(d)[0].rpartition("-")[2])
     leader = (await c.view(next(i for i in NODES if c.alive(i)), TXN_OUT))[p][0]
     log(f"fault: kill -9 the leader of {TXN_OUT}-{p} (node {leader}) in the middle of a transaction")
