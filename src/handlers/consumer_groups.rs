@@ -25,7 +25,10 @@ use crate::topics::Catalog;
 const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 
 /// Partitions by topic name -> by topic id (topics that vanished are left out).
-fn by_topic(broker: &Broker, tps: impl IntoIterator<Item = Tp>) -> Vec<(Uuid, String, Vec<i32>)> {
+pub(super) fn by_topic(
+    broker: &Broker,
+    tps: impl IntoIterator<Item = Tp>,
+) -> Vec<(Uuid, String, Vec<i32>)> {
     let mut grouped: BTreeMap<String, Vec<i32>> = BTreeMap::new();
     for (t, p) in tps {
         grouped.entry(t).or_default().push(p);

@@ -16,6 +16,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
+use super::consumer_groups::by_topic;
 use super::RequestContext;
 use super::{str_bytes, topic_name, OPERATIONS_UNKNOWN};
 use crate::broker::Broker;
@@ -25,18 +26,6 @@ use crate::topics::Catalog;
 
 /// Group operations with no authorizer: READ, DELETE, DESCRIBE.
 const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);
-
-/// Partitions by topic name -> by topic id (topics that vanished are left out).
-fn by_topic(catalog: &Catalog, tps: impl IntoIterator<Item = Tp>) -> Vec<(Uuid, String, Vec<i32>)> {
-    let mut grouped: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-    for (t, p) in tps {
-        grouped.entry(t).or_default().push(p);
-    }
-    grouped
-        .into_iter()
-        .filter_map(|(t, ps)| catalog.get(&t).map(|topic| (topic.id, t, ps)))
-        .collect()
-}
 
 struct CatalogView<'a>(&'a Catalog);
 
@@ -88,7 +77,7 @@ pub async fn heartbeat(
         return error_response(e, msg);
     }
     let assignment = r.assignment.map(|a| {
-        let topics = by_topic(&broker.catalog, a);
+        let topics = by_topic(broker, a);
         for (id, name, ps) in &topics {
             for p in ps {
                 if let Ok((_, part)) = broker.catalog.partition(name, *p) {
@@ -122,7 +111,7 @@ pub async fn describe(
 ) -> ShareGroupDescribeResponse {
     let assignment = |tps: Vec<Tp>| {
         DescribedAssignment::default().with_topic_partitions(
-            by_topic(&broker.catalog, tps)
+            by_topic(broker, tps)
                 .into_iter()
                 .map(|(id, name, ps)| {
                     DescribedTopicPartitions::default()
