@@ -15,11 +15,12 @@ use crate::config::{Config, Listener};
 use crate::controller::metadata::{Record, NO_LEADER};
 use crate::controller::service::{ControllerNode, Seed};
 use crate::coordinator::group::GroupLimits;
+use crate::coordinator::share_state::ShareCoordinator;
 use crate::coordinator::txn_coordinator::{ProducerIds, TxnConfig, TxnCoordinator};
 use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::replication::{Cluster, CoordinatorKind, Node};
+use crate::replication::{Cluster, CoordinatorKind, Node, SharePersister};
 use crate::share::partition::Limits as ShareLimits;
 use crate::share::Shares;
 use crate::shutdown;
@@ -45,6 +46,9 @@ pub struct Broker {
     /// The share partitions (KIP-932) of the partitions this broker leads, and the share
     /// sessions of the members fetching from them.
     pub shares: Arc<Shares>,
+    /// The share coordinator (of the share partitions whose `__share_group_state`
+    /// partition this broker leads).
+    pub share_states: Arc<ShareCoordinator>,
     pub metrics: Arc<Metrics>,
     /// The id this node minted on its first start: the cluster's id when this node's voter
     /// starts the metadata log (see [`Broker::cluster_id`]).
@@ -133,6 +137,7 @@ impl Broker {
             id_expiration_check_interval: ms(config.cluster.transaction_id_expiration_check_ms),
         };
         let txn_store = groups.store().clone();
+        let share_states = Arc::new(ShareCoordinator::new(groups.store().clone()));
         Ok(Arc::new_cyclic(|me| Broker {
             txns: Arc::new(TxnCoordinator::new(
                 txn_store,
@@ -144,6 +149,7 @@ impl Broker {
                 delivery_count_limit: config.group_share_delivery_count_limit,
                 max_record_locks: config.group_share_partition_max_record_locks,
             })),
+            share_states,
             config,
             catalog,
             groups,
@@ -173,10 +179,13 @@ impl Broker {
             catalog: self.catalog.clone(),
             groups: self.groups.clone(),
             txns: self.txns.clone(),
+            share_states: self.share_states.clone(),
             meta: self.meta.clone(),
             shutdown: self.shutdown_signal(),
         };
         let cluster = Cluster::start(node, controller);
+        self.shares
+            .persist_through(Arc::new(SharePersister::new(cluster.clone())));
         let _ = self.cluster.set(cluster.clone());
         Ok(cluster)
     }

@@ -81,6 +81,10 @@ pub struct ClusterConfig {
     pub txn_topic_replication_factor: i16,
     pub txn_topic_min_isr: i32,
     pub txn_topic_num_partitions: i32,
+    /// `share.coordinator.state.topic.*`: `__share_group_state` when created.
+    pub share_topic_replication_factor: i16,
+    pub share_topic_min_isr: i32,
+    pub share_topic_num_partitions: i32,
     /// `transaction.max.timeout.ms`
     pub transaction_max_timeout_ms: i32,
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`

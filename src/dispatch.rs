@@ -146,6 +146,12 @@ apis! {
     ShareFetch: 1..=1 => always handlers::share_fetch::fetch,
     ShareAcknowledge: 1..=1 => always handlers::share_fetch::acknowledge,
     DescribeShareGroupOffsets: 0..=0 => always handlers::share_groups::describe_offsets,
+    // The share coordinator's RPCs, sent by share partitions' leaders.
+    InitializeShareGroupState: 0..=0 => always handlers::share_state::initialize,
+    ReadShareGroupState: 0..=0 => always handlers::share_state::read,
+    WriteShareGroupState: 0..=0 => always handlers::share_state::write,
+    DeleteShareGroupState: 0..=0 => always handlers::share_state::delete,
+    ReadShareGroupStateSummary: 0..=0 => always handlers::share_state::summary,
     ListConfigResources: 0..=1 => always handlers::list_config_resources::handle,
 }
 
@@ -257,6 +263,11 @@ fn gated_by_feature(api: ApiKey) -> bool {
             | ApiKey::ShareFetch
             | ApiKey::ShareAcknowledge
             | ApiKey::DescribeShareGroupOffsets
+            | ApiKey::InitializeShareGroupState
+            | ApiKey::ReadShareGroupState
+            | ApiKey::WriteShareGroupState
+            | ApiKey::DeleteShareGroupState
+            | ApiKey::ReadShareGroupStateSummary
     )
 }
 

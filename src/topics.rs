@@ -25,6 +25,8 @@ use crate::topic_config::Effective;
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// The transaction coordinator's internal topic.
 pub const TXN_TOPIC: &str = "__transaction_state";
+/// The share coordinator's internal topic: share partitions' persisted state (KIP-932).
+pub const SHARE_STATE_TOPIC: &str = "__share_group_state";
 
 const TOPIC_PREFIX: &[u8] = b"topic/";
 const NEXT_PARTITION_KEY: &[u8] = b"next_partition_id";
@@ -79,10 +81,10 @@ pub struct Topic {
 }
 
 impl Topic {
-    /// Kafka's internal topics (`__consumer_offsets`, `__transaction_state`): written only
-    /// by the broker.
+    /// Kafka's internal topics (`__consumer_offsets`, `__transaction_state`,
+    /// `__share_group_state`): written only by the broker.
     pub fn is_internal(&self) -> bool {
-        self.name == OFFSETS_TOPIC || self.name == TXN_TOPIC
+        self.name == OFFSETS_TOPIC || self.name == TXN_TOPIC || self.name == SHARE_STATE_TOPIC
     }
 
     pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {

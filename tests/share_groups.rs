@@ -342,3 +342,197 @@ fn bad_share_requests_are_refused() {
     assert_eq!(r.groups[0].members.len(), 2);
     assert_eq!(r.groups[0].group_state.as_str(), "Stable");
 }
+
+/// Acknowledged and rejected records stay done across a crash, and records that were
+/// acquired come back with their delivery counts: the share partition's state is read back
+/// from `__share_group_state`.
+#[test]
+fn share_state_survives_a_crash() {
+    let (mut b, mut c, t) = setup(&[], "durable");
+    let mut a = b.client();
+    share_fetch(&mut a, "g", "member-a", 0, t, &[], 0);
+    assert_eq!(
+        c.produce("durable", 0, batch(&["0", "1", "2", "3"]), -1).0,
+        0
+    );
+    let r = share_fetch(&mut a, "g", "member-a", 1, t, &[], 5000);
+    assert_eq!(acquired(&r), [(0, 3, 1)]);
+    // ACCEPT 0 and 1, REJECT 2; 3 stays acquired when the broker dies.
+    let r = share_ack(&mut a, "g", "member-a", 2, t, &[(0, 2, &[1, 1, 3])]);
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+    drop(a);
+    b.kill9();
+    b.restart();
+    let mut c = b.client();
+    c.await_group_coordinator();
+    // Membership is not persisted yet: the member joins again.
+    let r = heartbeat(&mut c, "g", "member-a", 0, Some(&["durable"]));
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let mut a = b.client();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut epoch = 0;
+    let got = loop {
+        let r = share_fetch(&mut a, "g", "member-a", epoch, t, &[], 500);
+        if r.error_code == 0 {
+            epoch += 1;
+        }
+        let got = acquired(&r);
+        if !got.is_empty() || Instant::now() > deadline {
+            break got;
+        }
+    };
+    // Only 3, delivered a second time; 0..2 are never delivered again.
+    assert_eq!(got, [(3, 3, 2)]);
+    let r = share_ack(&mut a, "g", "member-a", epoch, t, &[(3, 3, &[1])]);
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+    assert_eq!(c.produce("durable", 0, batch(&["4"]), -1).0, 0);
+    let r = share_fetch(&mut a, "g", "member-a", epoch + 1, t, &[], 5000);
+    assert_eq!(acquired(&r), [(4, 4, 1)]);
+}
+
+fn state_key_coordinator(c: &mut Client, key: &str) -> i16 {
+    let r: FindCoordinatorResponse = c.send(
+        ApiKey::FindCoordinator,
+        6,
+        &FindCoordinatorRequest::default()
+            .with_key_type(2)
+            .with_coordinator_keys(vec![s(key)]),
+    );
+    r.coordinators[0].error_code
+}
+
+fn write_state(
+    c: &mut Client,
+    topic: Uuid,
+    leader_epoch: i32,
+    start: i64,
+    batches: &[(i64, i64, i8, i16)],
+) -> i16 {
+    use write_share_group_state_request::{PartitionData, StateBatch, WriteStateData};
+    let req = WriteShareGroupStateRequest::default()
+        .with_group_id(s("sg"))
+        .with_topics(vec![WriteStateData::default()
+            .with_topic_id(topic)
+            .with_partitions(vec![PartitionData::default()
+                .with_partition(0)
+                .with_leader_epoch(leader_epoch)
+                .with_start_offset(start)
+                .with_state_batches(
+                    batches
+                        .iter()
+                        .map(|&(f, l, st, n)| {
+                            StateBatch::default()
+                                .with_first_offset(f)
+                                .with_last_offset(l)
+                                .with_delivery_state(st)
+                                .with_delivery_count(n)
+                        })
+                        .collect(),
+                )])]);
+    let r: WriteShareGroupStateResponse = c.send(ApiKey::WriteShareGroupState, 0, &req);
+    r.results[0].partitions[0].error_code
+}
+
+fn read_state(
+    c: &mut Client,
+    topic: Uuid,
+    leader_epoch: i32,
+) -> read_share_group_state_response::PartitionResult {
+    use read_share_group_state_request::{PartitionData, ReadStateData};
+    let req = ReadShareGroupStateRequest::default()
+        .with_group_id(s("sg"))
+        .with_topics(vec![ReadStateData::default()
+            .with_topic_id(topic)
+            .with_partitions(vec![PartitionData::default()
+                .with_partition(0)
+                .with_leader_epoch(leader_epoch)])]);
+    let r: ReadShareGroupStateResponse = c.send(ApiKey::ReadShareGroupState, 0, &req);
+    r.results[0].partitions[0].clone()
+}
+
+/// The share coordinator's RPCs, as another broker sends them: FindCoordinator key type 2
+/// names the coordinator, writes merge, a newer leader's read fences the older leader, a
+/// malformed batch is refused, and delete removes the state.
+#[test]
+fn share_coordinator_keeps_merges_and_fences() {
+    let b = Broker::start();
+    let mut c = b.client();
+    c.await_group_coordinator();
+    enable_share_groups(&mut c);
+    let t = Uuid::from_u128(42);
+    let key = format!("sg:{t}:0");
+    // The first lookup creates __share_group_state; its partitions then load.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let found = state_key_coordinator(&mut c, &key);
+        if found == 0 && write_state(&mut c, t, 5, 10, &[(10, 14, 0, 1)]) == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no share coordinator: {found}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // 11..12 acknowledged: the stored run splits around it.
+    assert_eq!(write_state(&mut c, t, 5, -1, &[(11, 12, 2, 1)]), 0);
+    let p = read_state(&mut c, t, 6);
+    assert_eq!((p.error_code, p.start_offset), (0, 10));
+    let runs: Vec<_> = p
+        .state_batches
+        .iter()
+        .map(|b| {
+            (
+                b.first_offset,
+                b.last_offset,
+                b.delivery_state,
+                b.delivery_count,
+            )
+        })
+        .collect();
+    assert_eq!(runs, [(10, 10, 0, 1), (11, 12, 2, 1), (13, 14, 0, 1)]);
+    // Leader epoch 6 read it: epoch 5's writes and reads are fenced.
+    assert_eq!(
+        write_state(&mut c, t, 5, 11, &[]),
+        ResponseError::FencedLeaderEpoch.code()
+    );
+    assert_eq!(
+        read_state(&mut c, t, 5).error_code,
+        ResponseError::FencedLeaderEpoch.code()
+    );
+    assert_eq!(
+        write_state(&mut c, t, 6, 11, &[(20, 19, 0, 1)]),
+        ResponseError::InvalidRequest.code()
+    );
+    let r: ReadShareGroupStateSummaryResponse = c.send(
+        ApiKey::ReadShareGroupStateSummary,
+        0,
+        &ReadShareGroupStateSummaryRequest::default()
+            .with_group_id(s("sg"))
+            .with_topics(vec![
+                read_share_group_state_summary_request::ReadStateSummaryData::default()
+                    .with_topic_id(t)
+                    .with_partitions(vec![
+                        read_share_group_state_summary_request::PartitionData::default()
+                            .with_partition(0),
+                    ]),
+            ]),
+    );
+    let p = &r.results[0].partitions[0];
+    assert_eq!((p.error_code, p.start_offset, p.leader_epoch), (0, 10, 6));
+    let r: DeleteShareGroupStateResponse = c.send(
+        ApiKey::DeleteShareGroupState,
+        0,
+        &DeleteShareGroupStateRequest::default()
+            .with_group_id(s("sg"))
+            .with_topics(vec![
+                delete_share_group_state_request::DeleteStateData::default()
+                    .with_topic_id(t)
+                    .with_partitions(vec![
+                        delete_share_group_state_request::PartitionData::default()
+                            .with_partition(0),
+                    ]),
+            ]),
+    );
+    assert_eq!(r.results[0].partitions[0].error_code, 0);
+    let p = read_state(&mut c, t, 7);
+    assert_eq!((p.error_code, p.start_offset), (0, -1));
+    assert!(p.state_batches.is_empty());
+}

@@ -72,6 +72,16 @@ pub(super) fn parse(
         Some(_) => txn_min_isr,
         None => txn_min_isr.min(txn_topic_replication_factor as i32),
     };
+    let share_topic_replication_factor = replication_factor(
+        p,
+        "share.coordinator.state.topic.replication.factor",
+        &voters,
+    )?;
+    let share_min_isr = p.int("share.coordinator.state.topic.min.isr")? as i32;
+    let share_topic_min_isr = match p.get("share.coordinator.state.topic.min.isr") {
+        Some(_) => share_min_isr,
+        None => share_min_isr.min(share_topic_replication_factor as i32),
+    };
     check_own_voter_port(p, node_id, &voters, &listeners.controller)?;
     let inter_broker_listener_name = inter_broker_listener_name(p, &listeners.client)?;
     let (broker_session_timeout_ms, broker_heartbeat_interval_ms) = broker_liveness(p)?;
@@ -87,6 +97,9 @@ pub(super) fn parse(
         txn_topic_replication_factor,
         txn_topic_min_isr,
         txn_topic_num_partitions: p.int("transaction.state.log.num.partitions")? as i32,
+        share_topic_replication_factor,
+        share_topic_min_isr,
+        share_topic_num_partitions: p.int("share.coordinator.state.topic.num.partitions")? as i32,
         transaction_max_timeout_ms: p.int("transaction.max.timeout.ms")? as i32,
         transaction_abort_interval_ms: p
             .int("transaction.abort.timed.out.transaction.cleanup.interval.ms")?

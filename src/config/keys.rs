@@ -409,6 +409,26 @@ pub static KEYS: &[Key] = &[
         ..int("transaction.state.log.num.partitions", Kind::Int, 1, 10_000, "50")
     },
     Key {
+        shown: Shown::Derived(|c| c.cluster.share_topic_replication_factor.to_string()),
+        doc: "Replicas of __share_group_state when it is created; unset, 3 or the number of voters if fewer (1 on a single node).",
+        ..int(
+            "share.coordinator.state.topic.replication.factor",
+            Kind::Short,
+            1,
+            SHORT_MAX,
+            "3",
+        )
+    },
+    Key {
+        shown: Shown::Derived(|c| c.cluster.share_topic_min_isr.to_string()),
+        doc: "min.insync.replicas of __share_group_state when it is created; unset, 2 or its replication factor if smaller.",
+        ..int("share.coordinator.state.topic.min.isr", Kind::Int, 1, INT_MAX, "2")
+    },
+    Key {
+        doc: "Partitions of __share_group_state when it is created.",
+        ..int("share.coordinator.state.topic.num.partitions", Kind::Int, 1, 10_000, "50")
+    },
+    Key {
         doc: "The longest transaction timeout a producer may ask for; longer gets INVALID_TRANSACTION_TIMEOUT.",
         ..int("transaction.max.timeout.ms", Kind::Int, 1, INT_MAX, "900000")
     },

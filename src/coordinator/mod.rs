@@ -20,6 +20,7 @@ pub mod consumer;
 pub mod group;
 pub mod offsets;
 pub mod share;
+pub mod share_state;
 pub mod transactions;
 pub mod txn_coordinator;
 

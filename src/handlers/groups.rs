@@ -40,7 +40,8 @@ pub async fn find_coordinator(
         let kind = match req.key_type {
             0 => CoordinatorKind::Group,
             1 => CoordinatorKind::Transaction,
-            // Share groups (2) are not served yet.
+            // The share coordinator of a share partition, `group:topic-id:partition`.
+            2 => CoordinatorKind::Share,
             _ => {
                 return Err((
                     ResponseError::InvalidRequest,
@@ -375,10 +376,20 @@ pub async fn delete_groups(
         let error = if id.is_empty() {
             Err(ResponseError::InvalidGroupId)
         } else {
+            let share = broker.groups.is_share_group(id);
             let deleted = broker.groups.delete_group(id).await;
-            if deleted.is_ok() {
-                // A share group's records on this broker go with it.
-                broker.shares.forget_group(id);
+            if deleted.is_ok() && share {
+                // A share group's state goes with it: of every partition it may have read.
+                let tps = broker
+                    .catalog
+                    .all()
+                    .iter()
+                    .filter(|t| !t.is_internal())
+                    .flat_map(|t| (0..t.partitions.len() as i32).map(move |p| (t.id, p)))
+                    .collect();
+                if let Err(e) = broker.shares.forget_group(id, tps).await {
+                    tracing::warn!(group = %id.as_str(), error = ?e, "share group state not removed");
+                }
             }
             deleted
         };

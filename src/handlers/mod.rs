@@ -24,6 +24,7 @@ pub mod produce;
 pub mod reassignments;
 pub mod share_fetch;
 pub mod share_groups;
+pub mod share_state;
 pub mod topics;
 pub mod transactions;
 

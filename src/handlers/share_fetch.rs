@@ -85,8 +85,9 @@ fn check_request(
     Ok((group.to_string(), member.to_string()))
 }
 
-/// Applies one partition's acknowledgement batches: the AcknowledgeErrorCode to answer.
-fn apply_acks(
+/// Applies one partition's acknowledgement batches and writes the state they leave: the
+/// AcknowledgeErrorCode to answer.
+async fn apply_acks(
     broker: &Broker,
     group: &str,
     member: &str,
@@ -99,11 +100,18 @@ fn apply_acks(
     if let Err(e) = resolve(broker, tp) {
         return Some((e.response_error(), e.to_string()));
     }
-    broker
+    if let Err(e) = broker
         .shares
         .acknowledge(group, member, tp, batches, now_ms())
-        .err()
-        .map(|e| ack_error(&e))
+    {
+        return Some(ack_error(&e));
+    }
+    broker.shares.persist(group, tp).await.err().map(|e| {
+        (
+            e,
+            "The share partition's state could not be written.".to_string(),
+        )
+    })
 }
 
 pub async fn fetch(
@@ -165,7 +173,7 @@ pub async fn fetch(
             continue;
         }
         let mut p = PartitionData::default().with_partition_index(tp.1);
-        if let Some((e, msg)) = apply_acks(broker, &group, &member, *tp, acks) {
+        if let Some((e, msg)) = apply_acks(broker, &group, &member, *tp, acks).await {
             p = p
                 .with_acknowledge_error_code(e.code())
                 .with_acknowledge_error_message(Some(str_bytes(msg)));
@@ -238,7 +246,7 @@ pub async fn fetch(
 /// One pass over the session's partitions: what this member acquired on each (partitions
 /// that gave nothing are left out), and whether any partition answered with an error.
 async fn acquire_all(
-    broker: &Broker,
+    broker: &Arc<Broker>,
     group: &str,
     member: &str,
     partitions: &[TopicIdPartition],
@@ -267,12 +275,20 @@ async fn acquire_all(
             }
         };
         let o = part.log.offsets();
+        let leader_epoch = part.placement().leader_epoch;
+        if let Err(e) = broker
+            .shares
+            .load(group, tp, leader_epoch, || o.high_watermark)
+            .await
+        {
+            any_error = true;
+            out.push((tp, base.with_error_code(e.code())));
+            continue;
+        }
         let Some(from) =
             broker
                 .shares
-                .next_read(group, tp, o.log_start, o.high_watermark, now_ms(), || {
-                    o.high_watermark
-                })
+                .next_read(group, tp, o.log_start, o.high_watermark, now_ms())
         else {
             continue;
         };
@@ -414,7 +430,9 @@ pub async fn acknowledge(
                 &member,
                 (t.topic_id, p.partition_index),
                 &acks,
-            ) {
+            )
+            .await
+            {
                 answer = answer
                     .with_error_code(e.code())
                     .with_error_message(Some(str_bytes(msg)));

@@ -76,16 +76,27 @@ pub async fn heartbeat(
     if let Some((e, msg)) = r.error {
         return error_response(e, msg);
     }
-    let assignment = r.assignment.map(|a| {
-        let topics = by_topic(broker, a);
-        for (id, name, ps) in &topics {
-            for p in ps {
-                if let Ok((_, part)) = broker.catalog.partition(name, *p) {
-                    let start = part.log.offsets().high_watermark;
-                    broker.shares.initialize(&req.group_id, (*id, *p), start);
+    let topics = r.assignment.map(|a| by_topic(broker, a));
+    // The share partitions this broker leads start where the group is assigned them.
+    for (id, name, ps) in topics.iter().flatten() {
+        for p in ps {
+            if let Ok((_, part)) = broker.catalog.partition(name, *p) {
+                let place = part.placement();
+                if place.leader != broker.node_id() {
+                    continue;
+                }
+                let start = part.log.offsets().high_watermark;
+                let loaded = broker
+                    .shares
+                    .load(&req.group_id, (*id, *p), place.leader_epoch, || start)
+                    .await;
+                if let Err(e) = loaded {
+                    tracing::debug!(group = %req.group_id.as_str(), topic = %name, partition = p, error = ?e, "share partition not initialized on assignment");
                 }
             }
         }
+    }
+    let assignment = topics.map(|topics| {
         Assignment::default().with_topic_partitions(
             topics
                 .into_iter()

@@ -216,6 +216,36 @@ codes!(ShareAcknowledgeResponse, |r, f| {
         .flat_map(|t| &t.partitions)
         .for_each(|p| f(p.error_code));
 });
+codes!(InitializeShareGroupStateResponse, |r, f| {
+    r.results
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .for_each(|p| f(p.error_code));
+});
+codes!(ReadShareGroupStateResponse, |r, f| {
+    r.results
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .for_each(|p| f(p.error_code));
+});
+codes!(WriteShareGroupStateResponse, |r, f| {
+    r.results
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .for_each(|p| f(p.error_code));
+});
+codes!(DeleteShareGroupStateResponse, |r, f| {
+    r.results
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .for_each(|p| f(p.error_code));
+});
+codes!(ReadShareGroupStateSummaryResponse, |r, f| {
+    r.results
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .for_each(|p| f(p.error_code));
+});
 codes!(ConsumerGroupDescribeResponse, |r, f| {
     r.groups.iter().for_each(|g| f(g.error_code));
 });

@@ -1,6 +1,7 @@
 //! Coordinator state in an internal topic, as Kafka keeps it: every change of a group is a
 //! record in a partition of `__consumer_offsets`, every change of a transactional id one
-//! in `__transaction_state`, the partition chosen by the id's hash, and the leader of that
+//! in `__transaction_state`, every change of a share partition's state one in
+//! `__share_group_state`, the partition chosen by the id's hash, and the leader of that
 //! partition coordinates the id. One [`CoordinatorPartitions`] serves each topic for its
 //! coordinator ([`Coordinated`]).
 //!
@@ -65,7 +66,8 @@ struct Write {
 /// [`GroupLog::submit`] under its own lock). `topic` is taken alone.
 pub struct CoordinatorPartitions {
     me: i32,
-    /// The internal topic: `__consumer_offsets` or `__transaction_state`.
+    /// The internal topic: `__consumer_offsets`, `__transaction_state` or
+    /// `__share_group_state`.
     name: &'static str,
     coordinator: Arc<dyn Coordinated>,
     meta: Arc<dyn MetaStore>,
@@ -436,6 +438,7 @@ fn cf_tag(cf: GroupCf) -> u8 {
         GroupCf::Consumers => 2,
         GroupCf::Transactions => 3,
         GroupCf::TxnOffsets => 4,
+        GroupCf::ShareState => 5,
     }
 }
 
@@ -489,6 +492,7 @@ fn decode_change(r: &Record) -> Option<GroupChange> {
         2 => GroupCf::Consumers,
         3 => GroupCf::Transactions,
         4 => GroupCf::TxnOffsets,
+        5 => GroupCf::ShareState,
         _ => return None,
     };
     Some(GroupChange {

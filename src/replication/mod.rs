@@ -17,8 +17,10 @@ pub mod coordinated;
 mod fetcher;
 pub mod markers;
 mod peer;
+mod share_persister;
 
 pub use markers::verify_remote;
+pub use share_persister::SharePersister;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -35,13 +37,14 @@ use crate::controller::client::ControllerClient;
 use crate::controller::metadata::{Endpoint, Image, PartitionState, NO_LEADER};
 use crate::controller::rpc::{BrokerReply, BrokerRequest};
 use crate::controller::service::ControllerNode;
+use crate::coordinator::share_state::ShareCoordinator;
 use crate::coordinator::txn_coordinator::TxnCoordinator;
 use crate::coordinator::Coordinator;
 use crate::error::{Error, Result};
 use crate::placement::{Assignment, Progress};
 use crate::shutdown;
 use crate::storage::MetaStore;
-use crate::topics::{Catalog, Partition, OFFSETS_TOPIC, TXN_TOPIC};
+use crate::topics::{Catalog, Partition, OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC};
 
 /// How long a request to the controller may take before the caller gives up.
 const CONTROLLER_TIMEOUT: Duration = Duration::from_secs(15);
@@ -90,6 +93,8 @@ pub struct Node {
     pub catalog: Arc<Catalog>,
     pub groups: Arc<Coordinator>,
     pub txns: Arc<TxnCoordinator>,
+    /// The share coordinator (KIP-932): share partitions' persisted state.
+    pub share_states: Arc<ShareCoordinator>,
     pub meta: Arc<dyn MetaStore>,
     pub shutdown: watch::Receiver<bool>,
 }
@@ -120,6 +125,9 @@ pub struct Cluster {
     /// The `__transaction_state` partitions this broker leads: the transactional ids it
     /// coordinates.
     pub txns: Arc<coordinated::CoordinatorPartitions>,
+    /// The `__share_group_state` partitions this broker leads: the share partitions whose
+    /// state it keeps.
+    pub share_states: Arc<coordinated::CoordinatorPartitions>,
 }
 
 /// Which coordinator a FindCoordinator key names.
@@ -127,6 +135,8 @@ pub struct Cluster {
 pub enum CoordinatorKind {
     Group,
     Transaction,
+    /// A share partition's state: `group:topic-id:partition`.
+    Share,
 }
 
 impl Cluster {
@@ -146,6 +156,13 @@ impl Cluster {
             node.meta.clone(),
         ));
         node.txns.replicate_through(txns.clone());
+        let share_states = Arc::new(coordinated::CoordinatorPartitions::new(
+            node.id(),
+            SHARE_STATE_TOPIC,
+            node.share_states.clone(),
+            node.meta.clone(),
+        ));
+        node.share_states.replicate_through(share_states.clone());
         let image = controller.image();
         node.txns
             .write_markers_through(Arc::new(markers::ClusterMarkers::new(node.clone(), image)));
@@ -161,6 +178,7 @@ impl Cluster {
             want_shut_down: watch::channel(false).0,
             groups,
             txns,
+            share_states,
             node,
             controller,
         });
@@ -368,6 +386,7 @@ impl Cluster {
         let local = |name| running.then(|| node.catalog.get(name)).flatten();
         self.groups.follow(image, local(OFFSETS_TOPIC));
         self.txns.follow(image, local(TXN_TOPIC));
+        self.share_states.follow(image, local(SHARE_STATE_TOPIC));
         let mut fetchers = self.fetchers.lock().unwrap_or_else(|e| e.into_inner());
         for (leader, tx) in fetchers.iter() {
             if !work.contains_key(leader) {
@@ -831,6 +850,12 @@ impl Cluster {
                 c.txn_topic_replication_factor,
                 txn_topic_configs(&self.node.config),
             ),
+            CoordinatorKind::Share => (
+                SHARE_STATE_TOPIC,
+                c.share_topic_num_partitions,
+                c.share_topic_replication_factor,
+                share_topic_configs(&self.node.config),
+            ),
         };
         if !self.image().names.contains_key(topic) {
             let created = self
@@ -901,6 +926,18 @@ pub fn txn_topic_configs(config: &Config) -> BTreeMap<String, String> {
         (
             "min.insync.replicas".to_string(),
             config.cluster.txn_topic_min_isr.to_string(),
+        ),
+    ])
+}
+
+/// The config overrides `__share_group_state` is created with: kept, and written with
+/// `share.coordinator.state.topic.min.isr` in sync.
+pub fn share_topic_configs(config: &Config) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("retention.ms".to_string(), "-1".to_string()),
+        (
+            "min.insync.replicas".to_string(),
+            config.cluster.share_topic_min_isr.to_string(),
         ),
     ])
 }

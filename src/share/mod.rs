@@ -12,21 +12,26 @@
 //! all state changes happen under one mutex, each a few map updates, so two members that
 //! read the same batches concurrently are each given different records.
 //!
-//! The state is in memory only: a restarted broker starts every share partition afresh
-//! from `share.auto.offset.reset`. (Persisting it in `__share_group_state`, as Kafka does,
-//! is the next step.)
+//! What a share partition has decided is persisted through a [`Persister`] (the share
+//! coordinator of `__share_group_state`, on this broker or another) as Kafka persists it:
+//! a broker that comes to lead the partition (after a restart, a failover) reads it back
+//! before serving it, in its leader epoch, which fences the previous leader's writes. An
+//! acknowledgement is answered once its state is written; records given back by a closed
+//! session or an expired lock are written behind. Locks are not persisted: records
+//! acquired when the leader changed are available again, with their delivery counts.
 
 pub mod partition;
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+use futures_util::future::BoxFuture;
 use kafka_protocol::ResponseError;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use partition::{AckError, Acquired, Limits, SharePartition};
+use partition::{AckError, Acquired, Limits, SharePartition, Snapshot};
 
 /// A topic partition by topic id, as share requests name them.
 pub type TopicIdPartition = (Uuid, i32);
@@ -44,15 +49,54 @@ struct Session {
     conn: ConnKey,
 }
 
+/// Where share partitions' state is kept (Kafka's `Persister`): the share coordinator of
+/// each, on this broker or another.
+pub trait Persister: Send + Sync + 'static {
+    /// `group`'s state of `tp`, read by its leader in `leader_epoch` (a newer epoch fences
+    /// the previous leader); None when never written.
+    fn read(
+        &self,
+        group: &str,
+        tp: TopicIdPartition,
+        leader_epoch: i32,
+    ) -> BoxFuture<'static, Result<Option<Snapshot>, ResponseError>>;
+    /// Writes the whole state of `group` on `tp`; FENCED_LEADER_EPOCH once a newer leader
+    /// has read it.
+    fn write(
+        &self,
+        group: &str,
+        tp: TopicIdPartition,
+        leader_epoch: i32,
+        state: Snapshot,
+    ) -> BoxFuture<'static, Result<(), ResponseError>>;
+    /// Removes `group`'s state of each of `tps` (those with none are skipped).
+    fn delete(
+        &self,
+        group: &str,
+        tps: Vec<TopicIdPartition>,
+    ) -> BoxFuture<'static, Result<(), ResponseError>>;
+}
+
+struct Entry {
+    sp: SharePartition,
+    /// The partition's leader epoch when this broker read the state.
+    leader_epoch: i32,
+    /// What the share coordinator holds (as last written or read).
+    persisted: Snapshot,
+    /// Taken while the state is written: writes go one at a time, newest state each.
+    writer: Arc<tokio::sync::Mutex<()>>,
+}
+
 #[derive(Default)]
 struct Inner {
-    partitions: HashMap<(String, Uuid, i32), SharePartition>,
+    partitions: HashMap<(String, Uuid, i32), Entry>,
     sessions: HashMap<(String, String), Session>,
 }
 
 pub struct Shares {
     inner: Mutex<Inner>,
     limits: Limits,
+    persister: OnceLock<Arc<dyn Persister>>,
     /// Woken whenever records may have become available again (released, expired) so
     /// long-polling share fetches look again.
     pub released: Notify,
@@ -75,8 +119,15 @@ impl Shares {
         Shares {
             inner: Mutex::new(Inner::default()),
             limits,
+            persister: OnceLock::new(),
             released: Notify::new(),
         }
+    }
+
+    /// Persists share partitions through `persister` (set once, when the broker starts its
+    /// cluster; without one, state is in memory only).
+    pub fn persist_through(&self, persister: Arc<dyn Persister>) {
+        let _ = self.persister.set(persister);
     }
 
     pub fn limits(&self) -> Limits {
@@ -166,19 +217,19 @@ impl Shares {
     }
 
     /// Ends a member's session: every record it holds goes back.
-    pub fn close_session(&self, group: &str, member: &str) {
+    pub fn close_session(self: &Arc<Self>, group: &str, member: &str) {
         tracing::debug!(group, member, "share session closed");
         let mut inner = self.lock();
         inner
             .sessions
             .remove(&(group.to_string(), member.to_string()));
-        if release_member(&mut inner, group, member) {
-            self.released.notify_waiters();
-        }
+        let changed = release_member(&mut inner, group, member);
+        drop(inner);
+        self.released_by(changed);
     }
 
     /// A connection closed: the sessions opened on it end.
-    pub fn connection_closed(&self, conn: &ConnKey) {
+    pub fn connection_closed(self: &Arc<Self>, conn: &ConnKey) {
         let mut inner = self.lock();
         let gone: Vec<(String, String)> = inner
             .sessions
@@ -186,59 +237,168 @@ impl Shares {
             .filter(|(_, s)| &s.conn == conn)
             .map(|(k, _)| k.clone())
             .collect();
-        let mut any = false;
+        let mut changed = Vec::new();
         for (group, member) in gone {
             tracing::debug!(group, member, "share session's connection closed");
             inner.sessions.remove(&(group.clone(), member.clone()));
-            any |= release_member(&mut inner, &group, &member);
+            changed.extend(release_member(&mut inner, &group, &member));
         }
-        if any {
-            self.released.notify_waiters();
+        drop(inner);
+        self.released_by(changed);
+    }
+
+    /// Records went back on `changed` share partitions: fetches look again, and the
+    /// state is written behind.
+    fn released_by(self: &Arc<Self>, changed: Vec<(String, TopicIdPartition)>) {
+        if changed.is_empty() {
+            return;
+        }
+        self.released.notify_waiters();
+        for (group, tp) in changed {
+            self.persist_later(group, tp);
         }
     }
 
-    /// The share partition of `group` on `tp`, made when first needed with its start at
-    /// `start()` (the offset `share.auto.offset.reset` picks).
-    fn partition<'a>(
-        inner: &'a mut Inner,
-        limits: Limits,
+    fn persist_later(self: &Arc<Self>, group: String, tp: TopicIdPartition) {
+        if self.persister.get().is_none() {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = me.persist(&group, tp).await {
+                tracing::warn!(group, topic_id = %tp.0, partition = tp.1, error = ?e, "share partition state not written");
+            }
+        });
+    }
+
+    /// Writes the state of `group` on `tp` if it changed since last written; on a failed
+    /// write the share partition is dropped from memory (the next fetch reads it back).
+    pub async fn persist(&self, group: &str, tp: TopicIdPartition) -> Result<(), ResponseError> {
+        let Some(persister) = self.persister.get().cloned() else {
+            return Ok(());
+        };
+        let key = (group.to_string(), tp.0, tp.1);
+        let writer = self.lock().partitions.get(&key).map(|e| e.writer.clone());
+        // Gone (dropped after a failed write, or the group was deleted): nothing is ours to write.
+        let writer = writer.ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let _turn = writer.lock().await;
+        let same = |e: &&mut Entry| Arc::ptr_eq(&e.writer, &writer);
+        let (state, epoch) = {
+            let mut inner = self.lock();
+            let e = inner
+                .partitions
+                .get_mut(&key)
+                .filter(same)
+                .ok_or(ResponseError::CoordinatorNotAvailable)?;
+            let state = e.sp.snapshot();
+            if state == e.persisted {
+                return Ok(());
+            }
+            (state, e.leader_epoch)
+        };
+        let written = persister.write(group, tp, epoch, state.clone()).await;
+        let mut inner = self.lock();
+        match written {
+            Ok(()) => {
+                if let Some(e) = inner.partitions.get_mut(&key).filter(same) {
+                    e.persisted = state;
+                }
+                Ok(())
+            }
+            Err(err) => {
+                if inner.partitions.get_mut(&key).filter(same).is_some() {
+                    inner.partitions.remove(&key);
+                }
+                drop(inner);
+                self.released.notify_waiters();
+                Err(err)
+            }
+        }
+    }
+
+    /// Makes the share partition of `group` on `tp` ready for this broker, the partition's
+    /// leader in `leader_epoch`: kept when already read in that epoch, else read back from
+    /// where it is persisted, else started at `start()` (the offset
+    /// `share.auto.offset.reset` picks) and written. Kafka initializes a share partition
+    /// when the group is first assigned it and reads it on a leader's first fetch.
+    pub async fn load(
+        &self,
         group: &str,
         tp: TopicIdPartition,
+        leader_epoch: i32,
         start: impl FnOnce() -> i64,
-    ) -> &'a mut SharePartition {
-        inner
-            .partitions
-            .entry((group.to_string(), tp.0, tp.1))
-            .or_insert_with(|| SharePartition::new(start(), limits))
-    }
-
-    /// Makes the share partition of `group` on `tp` if it has none, starting at `start`:
-    /// Kafka initializes a share partition when the group is first assigned it.
-    pub fn initialize(&self, group: &str, tp: TopicIdPartition, start: i64) {
-        let mut inner = self.lock();
-        Self::partition(&mut inner, self.limits, group, tp, || start);
+    ) -> Result<(), ResponseError> {
+        let key = (group.to_string(), tp.0, tp.1);
+        let held = |inner: &Inner| {
+            inner
+                .partitions
+                .get(&key)
+                .is_some_and(|e| e.leader_epoch == leader_epoch)
+        };
+        if held(&self.lock()) {
+            return Ok(());
+        }
+        let stored = match self.persister.get() {
+            Some(p) => p.read(group, tp, leader_epoch).await?,
+            None => None,
+        };
+        let (sp, persisted) = match stored.filter(|s| s.start >= 0) {
+            Some(s) => (SharePartition::restore(&s, self.limits), s),
+            // Nothing persisted yet: an empty start differs from any state, so it is written.
+            None => (
+                SharePartition::new(start(), self.limits),
+                Snapshot {
+                    start: -1,
+                    runs: Vec::new(),
+                },
+            ),
+        };
+        {
+            let mut inner = self.lock();
+            if held(&inner) {
+                return Ok(());
+            }
+            tracing::debug!(group, topic_id = %tp.0, partition = tp.1, leader_epoch, start = sp.start(), "share partition loaded");
+            inner.partitions.insert(
+                key,
+                Entry {
+                    sp,
+                    leader_epoch,
+                    persisted,
+                    writer: Arc::new(tokio::sync::Mutex::new(())),
+                },
+            );
+        }
+        self.persist(group, tp).await
     }
 
     /// Where a read for `group` on `tp` should begin, and whether there is anything to
     /// acquire in a log from `log_start` to `log_end`; locks that expired by `now_ms` are
-    /// released first.
+    /// released first. None too when the share partition is not loaded.
     pub fn next_read(
-        &self,
+        self: &Arc<Self>,
         group: &str,
         tp: TopicIdPartition,
         log_start: i64,
         log_end: i64,
         now_ms: i64,
-        start: impl FnOnce() -> i64,
     ) -> Option<i64> {
         let mut inner = self.lock();
-        let p = Self::partition(&mut inner, self.limits, group, tp, start);
+        let p = &mut inner
+            .partitions
+            .get_mut(&(group.to_string(), tp.0, tp.1))?
+            .sp;
+        let start = p.start();
         p.log_start_moved(log_start);
         let expired = p.expire(now_ms);
+        let moved = p.start() != start;
         let next = p.can_acquire(log_end).then(|| p.next_read());
         drop(inner);
         if expired {
             self.released.notify_waiters();
+        }
+        if expired || moved {
+            self.persist_later(group.to_string(), tp);
         }
         next
     }
@@ -256,7 +416,7 @@ impl Shares {
     ) -> Vec<Acquired> {
         let mut inner = self.lock();
         let got = match inner.partitions.get_mut(&(group.to_string(), tp.0, tp.1)) {
-            Some(p) => p.acquire(member, batches, max_records, now_ms),
+            Some(e) => e.sp.acquire(member, batches, max_records, now_ms),
             None => Vec::new(),
         };
         tracing::debug!(group, member, ?got, "share records acquired");
@@ -264,7 +424,7 @@ impl Shares {
     }
 
     /// Applies a member's acknowledgement batches on one partition: all of them, or none
-    /// when one is refused.
+    /// when one is refused. They count once [`Self::persist`] has written them.
     pub fn acknowledge(
         &self,
         group: &str,
@@ -274,7 +434,11 @@ impl Shares {
         now_ms: i64,
     ) -> Result<(), AckError> {
         let mut inner = self.lock();
-        let Some(p) = inner.partitions.get_mut(&(group.to_string(), tp.0, tp.1)) else {
+        let Some(p) = inner
+            .partitions
+            .get_mut(&(group.to_string(), tp.0, tp.1))
+            .map(|e| &mut e.sp)
+        else {
             return Err(AckError::NotAcquired(batches.first().map_or(0, |b| b.0)));
         };
         // Check every batch on a copy first: a refused batch leaves all of them unapplied.
@@ -297,26 +461,36 @@ impl Shares {
             .partitions
             .iter()
             .filter(|((g, _, _), _)| g == group)
-            .map(|((_, t, p), sp)| ((*t, *p), sp.start()))
+            .map(|((_, t, p), e)| ((*t, *p), e.sp.start()))
             .collect();
         out.sort();
         out
     }
 
-    /// Forgets every share partition and session of `group` (DeleteGroups).
-    pub fn forget_group(&self, group: &str) {
-        let mut inner = self.lock();
-        inner.partitions.retain(|(g, _, _), _| g != group);
-        inner.sessions.retain(|(g, _), _| g != group);
+    /// Forgets every share partition and session of `group`, and removes its persisted
+    /// state of `tps` (DeleteGroups: every partition the group may have read).
+    pub async fn forget_group(
+        &self,
+        group: &str,
+        tps: Vec<TopicIdPartition>,
+    ) -> Result<(), ResponseError> {
+        {
+            let mut inner = self.lock();
+            inner.partitions.retain(|(g, _, _), _| g != group);
+            inner.sessions.retain(|(g, _), _| g != group);
+        }
+        match self.persister.get() {
+            Some(p) => p.delete(group, tps).await,
+            None => Ok(()),
+        }
     }
 
     /// Records in flight and acquired now, over every share partition (metrics).
     pub fn counts(&self) -> (usize, usize) {
         let inner = self.lock();
-        inner
-            .partitions
-            .values()
-            .fold((0, 0), |(f, a), p| (f + p.in_flight(), a + p.acquired()))
+        inner.partitions.values().fold((0, 0), |(f, a), e| {
+            (f + e.sp.in_flight(), a + e.sp.acquired())
+        })
     }
 }
 
@@ -327,13 +501,13 @@ fn not_found(member: &str) -> (ResponseError, String) {
     )
 }
 
-/// Gives back the records `member` of `group` holds.
-fn release_member(inner: &mut Inner, group: &str, member: &str) -> bool {
-    let mut any = false;
-    for ((g, _, _), sp) in inner.partitions.iter_mut() {
-        if g == group {
-            any |= sp.release_member(member);
+/// Gives back the records `member` of `group` holds: the share partitions that changed.
+fn release_member(inner: &mut Inner, group: &str, member: &str) -> Vec<(String, TopicIdPartition)> {
+    let mut changed = Vec::new();
+    for ((g, t, p), e) in inner.partitions.iter_mut() {
+        if g == group && e.sp.release_member(member) {
+            changed.push((g.clone(), (*t, *p)));
         }
     }
-    any
+    changed
 }

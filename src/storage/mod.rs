@@ -212,6 +212,9 @@ pub enum GroupCf {
     /// group + topic + partition + producer id -> an offset a transaction committed,
     /// pending until its marker (`txn_offsets` CF)
     TxnOffsets,
+    /// group + topic id + partition -> a share partition's persisted state, as the share
+    /// coordinator keeps it (`share_state` CF)
+    ShareState,
 }
 
 /// One put (`Some`) or delete (`None`) of the group coordinator's state.

@@ -41,6 +41,7 @@ const CF_GROUPS: &str = "groups";
 const CF_CONSUMERS: &str = "consumer_groups";
 const CF_TRANSACTIONS: &str = "transactions";
 const CF_TXN_OFFSETS: &str = "txn_offsets";
+const CF_SHARE_STATE: &str = "share_state";
 
 pub struct RocksStore {
     db: Arc<DB>,
@@ -101,6 +102,7 @@ impl RocksStore {
             ColumnFamilyDescriptor::new(CF_CONSUMERS, small()),
             ColumnFamilyDescriptor::new(CF_TRANSACTIONS, small()),
             ColumnFamilyDescriptor::new(CF_TXN_OFFSETS, small()),
+            ColumnFamilyDescriptor::new(CF_SHARE_STATE, small()),
         ];
         let db = DB::open_cf_descriptors(&db_opts, dir, cfs).map_err(storage_err)?;
         Ok(RocksStore {
@@ -482,6 +484,7 @@ impl RocksStore {
             GroupCf::Consumers => CF_CONSUMERS,
             GroupCf::Transactions => CF_TRANSACTIONS,
             GroupCf::TxnOffsets => CF_TXN_OFFSETS,
+            GroupCf::ShareState => CF_SHARE_STATE,
         })
     }
 }

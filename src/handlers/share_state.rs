@@ -1,0 +1,197 @@
+//! The share coordinator's RPCs (KIP-932), which partition leaders send to the broker that
+//! keeps their share partitions' state: InitializeShareGroupState, ReadShareGroupState,
+//! WriteShareGroupState, DeleteShareGroupState and ReadShareGroupStateSummary. Each names
+//! partitions by group, topic id and partition; each partition is answered on its own,
+//! NOT_COORDINATOR when another broker keeps it.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::coordinator::share_state::{key, StateWrite};
+
+fn code(r: &Result<(), ResponseError>) -> i16 {
+    r.as_ref().err().map_or(0, |e| e.code())
+}
+
+pub async fn initialize(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: InitializeShareGroupStateRequest,
+) -> InitializeShareGroupStateResponse {
+    use initialize_share_group_state_response::{InitializeStateResult, PartitionResult};
+    let mut results = Vec::new();
+    for t in &req.topics {
+        let mut partitions = Vec::new();
+        for p in &t.partitions {
+            let k = key(&req.group_id, t.topic_id, p.partition);
+            let r = broker
+                .share_states
+                .initialize(&k, p.state_epoch, p.start_offset)
+                .await;
+            partitions.push(
+                PartitionResult::default()
+                    .with_partition(p.partition)
+                    .with_error_code(code(&r)),
+            );
+        }
+        results.push(
+            InitializeStateResult::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions),
+        );
+    }
+    InitializeShareGroupStateResponse::default().with_results(results)
+}
+
+pub async fn read(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: ReadShareGroupStateRequest,
+) -> ReadShareGroupStateResponse {
+    use read_share_group_state_response::{PartitionResult, ReadStateResult, StateBatch};
+    let mut results = Vec::new();
+    for t in &req.topics {
+        let mut partitions = Vec::new();
+        for p in &t.partitions {
+            let k = key(&req.group_id, t.topic_id, p.partition);
+            let base = PartitionResult::default().with_partition(p.partition);
+            partitions.push(
+                match broker.share_states.read_as_leader(&k, p.leader_epoch).await {
+                    Err(e) => base.with_error_code(e.code()),
+                    // Never initialized: start -1, the leader picks its start.
+                    Ok(None) => base.with_start_offset(-1),
+                    Ok(Some(s)) => base
+                        .with_state_epoch(s.state_epoch)
+                        .with_start_offset(s.start)
+                        .with_state_batches(
+                            s.runs
+                                .iter()
+                                .map(|&(first, last, state, count)| {
+                                    StateBatch::default()
+                                        .with_first_offset(first)
+                                        .with_last_offset(last)
+                                        .with_delivery_state(state)
+                                        .with_delivery_count(count)
+                                })
+                                .collect(),
+                        ),
+                },
+            );
+        }
+        results.push(
+            ReadStateResult::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions),
+        );
+    }
+    ReadShareGroupStateResponse::default().with_results(results)
+}
+
+pub async fn write(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: WriteShareGroupStateRequest,
+) -> WriteShareGroupStateResponse {
+    use write_share_group_state_response::{PartitionResult, WriteStateResult};
+    let mut results = Vec::new();
+    for t in &req.topics {
+        let mut partitions = Vec::new();
+        for p in &t.partitions {
+            let k = key(&req.group_id, t.topic_id, p.partition);
+            let w = StateWrite {
+                state_epoch: p.state_epoch,
+                leader_epoch: p.leader_epoch,
+                start: p.start_offset,
+                runs: p
+                    .state_batches
+                    .iter()
+                    .map(|b| {
+                        (
+                            b.first_offset,
+                            b.last_offset,
+                            b.delivery_state,
+                            b.delivery_count,
+                        )
+                    })
+                    .collect(),
+            };
+            let r = broker.share_states.write(&k, w).await;
+            partitions.push(
+                PartitionResult::default()
+                    .with_partition(p.partition)
+                    .with_error_code(code(&r)),
+            );
+        }
+        results.push(
+            WriteStateResult::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions),
+        );
+    }
+    WriteShareGroupStateResponse::default().with_results(results)
+}
+
+pub async fn delete(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: DeleteShareGroupStateRequest,
+) -> DeleteShareGroupStateResponse {
+    use delete_share_group_state_response::{DeleteStateResult, PartitionResult};
+    let mut results = Vec::new();
+    for t in &req.topics {
+        let mut partitions = Vec::new();
+        for p in &t.partitions {
+            let k = key(&req.group_id, t.topic_id, p.partition);
+            let r = broker.share_states.delete(&k).await;
+            partitions.push(
+                PartitionResult::default()
+                    .with_partition(p.partition)
+                    .with_error_code(code(&r)),
+            );
+        }
+        results.push(
+            DeleteStateResult::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions),
+        );
+    }
+    DeleteShareGroupStateResponse::default().with_results(results)
+}
+
+pub async fn summary(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: ReadShareGroupStateSummaryRequest,
+) -> ReadShareGroupStateSummaryResponse {
+    use read_share_group_state_summary_response::{PartitionResult, ReadStateSummaryResult};
+    let results = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let k = key(&req.group_id, t.topic_id, p.partition);
+                    let base = PartitionResult::default().with_partition(p.partition);
+                    match broker.share_states.read(&k) {
+                        Err(e) => base.with_error_code(e.code()),
+                        Ok(None) => base.with_start_offset(-1).with_leader_epoch(-1),
+                        Ok(Some(s)) => base
+                            .with_state_epoch(s.state_epoch)
+                            .with_leader_epoch(s.leader_epoch)
+                            .with_start_offset(s.start),
+                    }
+                })
+                .collect();
+            ReadStateSummaryResult::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ReadShareGroupStateSummaryResponse::default().with_results(results)
+}

@@ -1,0 +1,325 @@
+//! Share partitions' state on its way to the share coordinator (Kafka's
+//! `DefaultStatePersister`): the leader of a topic partition reads and writes the state of
+//! each share group's share partition through the coordinator of its key
+//! (`group:topic-id:partition`), the leader of that key's `__share_group_state`
+//! partition: on this broker, directly; on another, with ReadShareGroupState,
+//! WriteShareGroupState and DeleteShareGroupState on the inter-broker listener. While the
+//! coordinator moves or loads, calls are retried for a while, as Kafka's persister does.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+
+use super::{peer, Cluster, CoordinatorKind};
+use crate::coordinator::share_state::{key, ShareState, StateWrite};
+use crate::share::partition::Snapshot;
+use crate::share::{Persister, TopicIdPartition};
+use crate::wire::str_bytes;
+
+/// How long a call keeps trying while the coordinator cannot be reached or is loading.
+const CALL_DEADLINE: Duration = Duration::from_secs(15);
+/// One request's timeout.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+const RETRY_BACKOFF: Duration = Duration::from_millis(200);
+
+/// The broker that coordinates a key: this one, or another at an address.
+enum Where {
+    Here,
+    At(String),
+}
+
+pub struct SharePersister {
+    cluster: Arc<Cluster>,
+}
+
+impl SharePersister {
+    pub fn new(cluster: Arc<Cluster>) -> SharePersister {
+        SharePersister { cluster }
+    }
+}
+
+fn retriable(e: ResponseError) -> bool {
+    matches!(
+        e,
+        ResponseError::NotCoordinator
+            | ResponseError::CoordinatorNotAvailable
+            | ResponseError::CoordinatorLoadInProgress
+            | ResponseError::NetworkException
+            | ResponseError::RequestTimedOut
+    )
+}
+
+fn answer(code: i16) -> Result<(), ResponseError> {
+    match ResponseError::try_from_code(code) {
+        None => Ok(()),
+        Some(e) => Err(e),
+    }
+}
+
+async fn locate(cluster: &Cluster, key: &str) -> Result<Where, ResponseError> {
+    let listener = cluster.node.config.inter_broker_listener().to_string();
+    let (id, host, port) = cluster
+        .coordinator(CoordinatorKind::Share, key, &listener)
+        .await?;
+    Ok(match id == cluster.node.id() {
+        true => Where::Here,
+        false => Where::At(format!("{host}:{port}")),
+    })
+}
+
+/// Runs `attempt` against `key`'s coordinator until it answers something other than a
+/// retriable error, or the deadline passes.
+async fn with_retries<T, F, Fut>(
+    cluster: &Cluster,
+    key: &str,
+    attempt: F,
+) -> Result<T, ResponseError>
+where
+    F: Fn(Where) -> Fut,
+    Fut: std::future::Future<Output = Result<T, ResponseError>>,
+{
+    let deadline = tokio::time::Instant::now() + CALL_DEADLINE;
+    loop {
+        let r = match locate(cluster, key).await {
+            Ok(w) => attempt(w).await,
+            Err(e) => Err(e),
+        };
+        match r {
+            Err(e) if retriable(e) && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(RETRY_BACKOFF).await;
+            }
+            r => return r,
+        }
+    }
+}
+
+fn snapshot(s: ShareState) -> Snapshot {
+    Snapshot {
+        start: s.start,
+        runs: s.runs,
+    }
+}
+
+async fn read(
+    cluster: Arc<Cluster>,
+    group: String,
+    tp: TopicIdPartition,
+    leader_epoch: i32,
+) -> Result<Option<Snapshot>, ResponseError> {
+    use read_share_group_state_request::{PartitionData, ReadStateData};
+    let k = key(&group, tp.0, tp.1);
+    with_retries(&cluster, &k, |at| {
+        let (cluster, group, k) = (&cluster, &group, &k);
+        async move {
+            match at {
+                Where::Here => Ok(cluster
+                    .node
+                    .share_states
+                    .read_as_leader(k, leader_epoch)
+                    .await?
+                    .map(snapshot)),
+                Where::At(addr) => {
+                    let req = ReadShareGroupStateRequest::default()
+                        .with_group_id(str_bytes(group))
+                        .with_topics(vec![ReadStateData::default()
+                            .with_topic_id(tp.0)
+                            .with_partitions(vec![PartitionData::default()
+                                .with_partition(tp.1)
+                                .with_leader_epoch(leader_epoch)])]);
+                    let r: ReadShareGroupStateResponse =
+                        peer::call(&addr, ApiKey::ReadShareGroupState, 0, &req, REQUEST_TIMEOUT)
+                            .await?;
+                    let p = r
+                        .results
+                        .into_iter()
+                        .flat_map(|t| t.partitions)
+                        .next()
+                        .ok_or(ResponseError::UnknownServerError)?;
+                    answer(p.error_code)?;
+                    Ok((p.start_offset >= 0).then(|| Snapshot {
+                        start: p.start_offset,
+                        runs: p
+                            .state_batches
+                            .iter()
+                            .map(|b| {
+                                (
+                                    b.first_offset,
+                                    b.last_offset,
+                                    b.delivery_state,
+                                    b.delivery_count,
+                                )
+                            })
+                            .collect(),
+                    }))
+                }
+            }
+        }
+    })
+    .await
+}
+
+async fn write(
+    cluster: Arc<Cluster>,
+    group: String,
+    tp: TopicIdPartition,
+    leader_epoch: i32,
+    state: Snapshot,
+) -> Result<(), ResponseError> {
+    use write_share_group_state_request::{PartitionData, StateBatch, WriteStateData};
+    let k = key(&group, tp.0, tp.1);
+    with_retries(&cluster, &k, |at| {
+        let (cluster, group, k, state) = (&cluster, &group, &k, &state);
+        async move {
+            match at {
+                Where::Here => {
+                    let w = StateWrite {
+                        state_epoch: 0,
+                        leader_epoch,
+                        start: state.start,
+                        runs: state.runs.clone(),
+                    };
+                    cluster.node.share_states.write(k, w).await
+                }
+                Where::At(addr) => {
+                    let batches = state
+                        .runs
+                        .iter()
+                        .map(|&(first, last, s, count)| {
+                            StateBatch::default()
+                                .with_first_offset(first)
+                                .with_last_offset(last)
+                                .with_delivery_state(s)
+                                .with_delivery_count(count)
+                        })
+                        .collect();
+                    let req = WriteShareGroupStateRequest::default()
+                        .with_group_id(str_bytes(group))
+                        .with_topics(vec![WriteStateData::default()
+                            .with_topic_id(tp.0)
+                            .with_partitions(vec![PartitionData::default()
+                                .with_partition(tp.1)
+                                .with_leader_epoch(leader_epoch)
+                                .with_start_offset(state.start)
+                                .with_state_batches(batches)])]);
+                    let r: WriteShareGroupStateResponse = peer::call(
+                        &addr,
+                        ApiKey::WriteShareGroupState,
+                        0,
+                        &req,
+                        REQUEST_TIMEOUT,
+                    )
+                    .await?;
+                    let p = r
+                        .results
+                        .into_iter()
+                        .flat_map(|t| t.partitions)
+                        .next()
+                        .ok_or(ResponseError::UnknownServerError)?;
+                    answer(p.error_code)
+                }
+            }
+        }
+    })
+    .await
+}
+
+/// Deletes `group`'s state of `tps`, one request per coordinator.
+async fn delete(
+    cluster: Arc<Cluster>,
+    group: String,
+    tps: Vec<TopicIdPartition>,
+) -> Result<(), ResponseError> {
+    use delete_share_group_state_request::{DeleteStateData, PartitionData};
+    let listener = cluster.node.config.inter_broker_listener().to_string();
+    let mut remote: BTreeMap<String, BTreeMap<uuid::Uuid, Vec<i32>>> = BTreeMap::new();
+    for tp in tps {
+        let k = key(&group, tp.0, tp.1);
+        let (id, host, port) = cluster
+            .coordinator(CoordinatorKind::Share, &k, &listener)
+            .await?;
+        if id == cluster.node.id() {
+            cluster.node.share_states.delete(&k).await?;
+        } else {
+            remote
+                .entry(format!("{host}:{port}"))
+                .or_default()
+                .entry(tp.0)
+                .or_default()
+                .push(tp.1);
+        }
+    }
+    for (addr, topics) in remote {
+        let req = DeleteShareGroupStateRequest::default()
+            .with_group_id(str_bytes(&group))
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(id, ps)| {
+                        DeleteStateData::default()
+                            .with_topic_id(id)
+                            .with_partitions(
+                                ps.into_iter()
+                                    .map(|p| PartitionData::default().with_partition(p))
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            );
+        let r: DeleteShareGroupStateResponse = peer::call(
+            &addr,
+            ApiKey::DeleteShareGroupState,
+            0,
+            &req,
+            REQUEST_TIMEOUT,
+        )
+        .await?;
+        for p in r.results.iter().flat_map(|t| &t.partitions) {
+            answer(p.error_code)?;
+        }
+    }
+    Ok(())
+}
+
+impl Persister for SharePersister {
+    fn read(
+        &self,
+        group: &str,
+        tp: TopicIdPartition,
+        leader_epoch: i32,
+    ) -> BoxFuture<'static, Result<Option<Snapshot>, ResponseError>> {
+        Box::pin(read(
+            self.cluster.clone(),
+            group.to_string(),
+            tp,
+            leader_epoch,
+        ))
+    }
+
+    fn write(
+        &self,
+        group: &str,
+        tp: TopicIdPartition,
+        leader_epoch: i32,
+        state: Snapshot,
+    ) -> BoxFuture<'static, Result<(), ResponseError>> {
+        Box::pin(write(
+            self.cluster.clone(),
+            group.to_string(),
+            tp,
+            leader_epoch,
+            state,
+        ))
+    }
+
+    fn delete(
+        &self,
+        group: &str,
+        tps: Vec<TopicIdPartition>,
+    ) -> BoxFuture<'static, Result<(), ResponseError>> {
+        Box::pin(delete(self.cluster.clone(), group.to_string(), tps))
+    }
+}
