@@ -11,7 +11,7 @@ CAIRN=${1:?usage: run-all.sh path/to/cairn [suite...]}
 shift
 here=$(cd "$(dirname "$0")" && pwd)
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 kcat librdkafka librdkafka-cluster kafka-python franz-go kafkajs confluent-kafka)
+[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 java-cluster kcat librdkafka librdkafka-cluster kafka-python franz-go kafkajs confluent-kafka)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -112,6 +112,12 @@ for s in "${suites[@]}"; do
   unset ALLOW_LIST KAFKA_VERSION PARALLEL
   suite_only="${ONLY:-}"
   case "$s" in
+    # The share group checks on a three-node cluster, with the newest client: a share
+    # partition's leader and its share coordinator are then mostly different brokers.
+    java-cluster)
+      setup="$here/java/setup.sh"; run="$here/java/run.sh"
+      export KAFKA_VERSION=4.4.0
+      suite_only="${ONLY:-share}" ;;
     # The Java checks with another Kafka line's tools and client (java/lib-dir.sh).
     java-*)
       setup="$here/java/setup.sh"; run="$here/java/run.sh"
@@ -142,7 +148,7 @@ for s in "${suites[@]}"; do
   fi
   echo "=== $s: run"
   start=start_broker
-  [ "$s" = librdkafka-cluster ] && start=start_cluster
+  case "$s" in librdkafka-cluster | java-cluster) start=start_cluster ;; esac
   $start "$s" || { failed=$((failed + 1)); failed_names+=("$s(start)"); continue; }
   ONLY="$suite_only" "$run" 2>&1 | tee "$work/$s.out"
   rc=${PIPESTATUS[0]}

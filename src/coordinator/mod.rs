@@ -239,6 +239,8 @@ pub struct ShareDescribed {
     pub state: &'static str,
     pub epoch: i32,
     pub members: Vec<share::ShareMember>,
+    /// Every topic its members subscribed to (see [`ShareGroup::topics_ever`]).
+    pub topics: Vec<String>,
 }
 
 impl Coordinator {
@@ -973,6 +975,7 @@ impl Coordinator {
             state: g.state_name(),
             epoch: g.epoch,
             members: g.members.values().cloned().collect(),
+            topics: g.topics_ever.iter().cloned().collect(),
         }))
     }
 

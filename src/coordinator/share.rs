@@ -108,6 +108,9 @@ pub struct ShareGroup {
     topics_seen: BTreeMap<String, i32>,
     /// Members expired since the assignment was computed: the next heartbeat recomputes it.
     stale: bool,
+    /// Every topic a member subscribed to while this group existed: where it may have
+    /// share partitions (DescribeShareGroupOffsets).
+    pub topics_ever: BTreeSet<String>,
 }
 
 impl ShareGroup {
@@ -207,6 +210,7 @@ impl ShareGroup {
             s.sort();
             s.dedup();
             if s != m.subscribed {
+                self.topics_ever.extend(s.iter().cloned());
                 m.subscribed = s;
                 if h.epoch != 0 {
                     self.epoch += 1;

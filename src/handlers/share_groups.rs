@@ -4,7 +4,6 @@
 //! from `share.auto.offset.reset` (latest), as Kafka initializes share partitions on
 //! assignment: records written after a member was assigned the partition are delivered.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::messages::share_group_describe_response::{
@@ -197,82 +196,88 @@ pub async fn describe_offsets(
         DescribeShareGroupOffsetsResponsePartition as Part,
         DescribeShareGroupOffsetsResponseTopic as Topic,
     };
-    let groups = req
-        .groups
-        .iter()
-        .map(|g| {
-            let base = Group::default().with_group_id(g.group_id.clone());
-            let refuse = |e: ResponseError, msg: String| {
-                base.clone()
-                    .with_error_code(e.code())
-                    .with_error_message(Some(str_bytes(msg)))
-            };
-            if !broker.share_groups_enabled() {
-                return refuse(
-                    ResponseError::UnsupportedVersion,
-                    "Share groups are not enabled.".into(),
-                );
+    let mut groups = Vec::with_capacity(req.groups.len());
+    for g in &req.groups {
+        let base = Group::default().with_group_id(g.group_id.clone());
+        let refuse = |e: ResponseError, msg: String| {
+            base.clone()
+                .with_error_code(e.code())
+                .with_error_message(Some(str_bytes(msg)))
+        };
+        if !broker.share_groups_enabled() {
+            groups.push(refuse(
+                ResponseError::UnsupportedVersion,
+                "Share groups are not enabled.".into(),
+            ));
+            continue;
+        }
+        let described = match broker.groups.share_describe(&g.group_id) {
+            Err(e) => {
+                groups.push(refuse(e, e.to_string()));
+                continue;
             }
-            match broker.groups.share_describe(&g.group_id) {
-                Err(e) => return refuse(e, e.to_string()),
-                Ok(None) => {
-                    return refuse(
-                        ResponseError::GroupIdNotFound,
-                        format!("Group {} is not a share group.", g.group_id.as_str()),
-                    )
-                }
-                Ok(Some(_)) => {}
+            Ok(None) => {
+                groups.push(refuse(
+                    ResponseError::GroupIdNotFound,
+                    format!("Group {} is not a share group.", g.group_id.as_str()),
+                ));
+                continue;
             }
-            let starts = broker.shares.start_offsets(&g.group_id);
-            // The topics asked for, or every topic the group has share partitions of.
-            let wanted: Vec<(String, Vec<i32>)> = match &g.topics {
-                Some(ts) => ts
-                    .iter()
+            Ok(Some(d)) => d,
+        };
+        // The topics asked for (every partition named, started or not), or every partition
+        // the group has started reading of the topics its members subscribed to.
+        let (wanted, started_only): (Vec<(String, Vec<i32>)>, bool) = match &g.topics {
+            Some(ts) => (
+                ts.iter()
                     .map(|t| (t.topic_name.to_string(), t.partitions.clone()))
                     .collect(),
-                None => {
-                    let mut by: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-                    for ((id, p), _) in &starts {
-                        if let Some(t) = broker.catalog.get_by_id(*id) {
-                            by.entry(t.name.clone()).or_default().push(*p);
-                        }
-                    }
-                    by.into_iter().collect()
+                false,
+            ),
+            None => {
+                let all = described
+                    .topics
+                    .iter()
+                    .filter_map(|n| broker.catalog.get(n))
+                    .map(|t| (t.name.clone(), (0..t.partitions.len() as i32).collect()))
+                    .collect();
+                (all, true)
+            }
+        };
+        let mut topics = Vec::new();
+        for (name, parts) in wanted {
+            let topic = broker.catalog.get(&name);
+            let id = topic.as_ref().map_or(Uuid::nil(), |t| t.id);
+            let mut partitions = Vec::new();
+            for p in parts {
+                let base = Part::default()
+                    .with_partition_index(p)
+                    .with_start_offset(-1)
+                    .with_leader_epoch(-1);
+                if topic.as_ref().and_then(|t| t.partition(p)).is_none() {
+                    partitions.push(
+                        base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                    );
+                    continue;
                 }
-            };
-            let topics = wanted
-                .into_iter()
-                .map(|(name, parts)| {
-                    let topic = broker.catalog.get(&name);
-                    let id = topic.as_ref().map_or(Uuid::nil(), |t| t.id);
-                    let partitions = parts
-                        .into_iter()
-                        .map(|p| {
-                            let base = Part::default().with_partition_index(p);
-                            let Some(part) = topic.as_ref().and_then(|t| t.partition(p)) else {
-                                return base
-                                    .with_start_offset(-1)
-                                    .with_leader_epoch(-1)
-                                    .with_error_code(
-                                        ResponseError::UnknownTopicOrPartition.code(),
-                                    );
-                            };
-                            let start = starts
-                                .iter()
-                                .find(|(tp, _)| *tp == (id, p))
-                                .map_or(-1, |(_, s)| *s);
-                            base.with_start_offset(start)
-                                .with_leader_epoch(part.log.offsets().leader_epoch)
-                        })
-                        .collect();
+                match broker.shares.start_offset(&g.group_id, (id, p)).await {
+                    Err(e) => partitions.push(base.with_error_code(e.code())),
+                    Ok(None) if started_only => {}
+                    Ok(None) => partitions.push(base),
+                    Ok(Some((start, epoch))) => partitions
+                        .push(base.with_start_offset(start).with_leader_epoch(epoch)),
+                }
+            }
+            if !partitions.is_empty() {
+                topics.push(
                     Topic::default()
                         .with_topic_name(topic_name(&name))
                         .with_topic_id(id)
-                        .with_partitions(partitions)
-                })
-                .collect();
-            base.with_topics(topics)
-        })
-        .collect();
+                        .with_partitions(partitions),
+                );
+            }
+        }
+        groups.push(base.with_topics(topics));
+    }
     DescribeShareGroupOffsetsResponse::default().with_groups(groups)
 }

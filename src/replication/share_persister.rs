@@ -65,10 +65,11 @@ async fn locate(cluster: &Cluster, key: &str) -> Result<Where, ResponseError> {
     let (id, host, port) = cluster
         .coordinator(CoordinatorKind::Share, key, &listener)
         .await?;
-    Ok(match id == cluster.node.id() {
-        true => Where::Here,
-        false => Where::At(format!("{host}:{port}")),
-    })
+    if id == cluster.node.id() {
+        return Ok(Where::Here);
+    }
+    tracing::debug!(key, coordinator = id, "share state kept by another broker");
+    Ok(Where::At(format!("{host}:{port}")))
 }
 
 /// Runs `attempt` against `key`'s coordinator until it answers something other than a
@@ -227,6 +228,51 @@ async fn write(
     .await
 }
 
+async fn summary(
+    cluster: Arc<Cluster>,
+    group: String,
+    tp: TopicIdPartition,
+) -> Result<Option<(i64, i32)>, ResponseError> {
+    use read_share_group_state_summary_request::{PartitionData, ReadStateSummaryData};
+    let k = key(&group, tp.0, tp.1);
+    with_retries(&cluster, &k, |at| {
+        let (cluster, group, k) = (&cluster, &group, &k);
+        async move {
+            match at {
+                Where::Here => Ok(cluster
+                    .node
+                    .share_states
+                    .read(k)?
+                    .map(|s| (s.start, s.leader_epoch))),
+                Where::At(addr) => {
+                    let req = ReadShareGroupStateSummaryRequest::default()
+                        .with_group_id(str_bytes(group))
+                        .with_topics(vec![ReadStateSummaryData::default()
+                            .with_topic_id(tp.0)
+                            .with_partitions(vec![PartitionData::default().with_partition(tp.1)])]);
+                    let r: ReadShareGroupStateSummaryResponse = peer::call(
+                        &addr,
+                        ApiKey::ReadShareGroupStateSummary,
+                        0,
+                        &req,
+                        REQUEST_TIMEOUT,
+                    )
+                    .await?;
+                    let p = r
+                        .results
+                        .into_iter()
+                        .flat_map(|t| t.partitions)
+                        .next()
+                        .ok_or(ResponseError::UnknownServerError)?;
+                    answer(p.error_code)?;
+                    Ok((p.start_offset >= 0).then_some((p.start_offset, p.leader_epoch)))
+                }
+            }
+        }
+    })
+    .await
+}
+
 /// Deletes `group`'s state of `tps`, one request per coordinator.
 async fn delete(
     cluster: Arc<Cluster>,
@@ -313,6 +359,14 @@ impl Persister for SharePersister {
             leader_epoch,
             state,
         ))
+    }
+
+    fn summary(
+        &self,
+        group: &str,
+        tp: TopicIdPartition,
+    ) -> BoxFuture<'static, Result<Option<(i64, i32)>, ResponseError>> {
+        Box::pin(summary(self.cluster.clone(), group.to_string(), tp))
     }
 
     fn delete(

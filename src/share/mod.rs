@@ -69,6 +69,13 @@ pub trait Persister: Send + Sync + 'static {
         leader_epoch: i32,
         state: Snapshot,
     ) -> BoxFuture<'static, Result<(), ResponseError>>;
+    /// The start offset and leader epoch of `group`'s share partition `tp` as persisted
+    /// (ReadShareGroupStateSummary); None when never written.
+    fn summary(
+        &self,
+        group: &str,
+        tp: TopicIdPartition,
+    ) -> BoxFuture<'static, Result<Option<(i64, i32)>, ResponseError>>;
     /// Removes `group`'s state of each of `tps` (those with none are skipped).
     fn delete(
         &self,
@@ -454,17 +461,22 @@ impl Shares {
         Ok(())
     }
 
-    /// The start offset of every share partition of `group` (DescribeShareGroupOffsets).
-    pub fn start_offsets(&self, group: &str) -> Vec<(TopicIdPartition, i64)> {
-        let inner = self.lock();
-        let mut out: Vec<_> = inner
-            .partitions
-            .iter()
-            .filter(|((g, _, _), _)| g == group)
-            .map(|((_, t, p), e)| ((*t, *p), e.sp.start()))
-            .collect();
-        out.sort();
-        out
+    /// The start offset of `group`'s share partition `tp` (DescribeShareGroupOffsets), as
+    /// persisted wherever the partition is led, with the leader epoch that wrote it; None
+    /// when the group never started reading it. Without a persister, this broker's.
+    pub async fn start_offset(
+        &self,
+        group: &str,
+        tp: TopicIdPartition,
+    ) -> Result<Option<(i64, i32)>, ResponseError> {
+        match self.persister.get() {
+            Some(p) => Ok(p.summary(group, tp).await?.filter(|(start, _)| *start >= 0)),
+            None => Ok(self
+                .lock()
+                .partitions
+                .get(&(group.to_string(), tp.0, tp.1))
+                .map(|e| (e.sp.start(), e.leader_epoch))),
+        }
     }
 
     /// Forgets every share partition and session of `group`, and removes its persisted
