@@ -154,8 +154,9 @@ struct Inner {
     groups: HashMap<String, Group>,
     /// KIP-848 consumer groups.
     consumers: HashMap<String, ConsumerGroup>,
-    /// Share groups (KIP-932): their membership, kept in memory only for now (members
-    /// join again after a restart or a move of the coordinator).
+    /// Share groups (KIP-932): their epoch and topics are persisted, their members are kept
+    /// in memory only for now (members join again after a restart or a move of the
+    /// coordinator).
     shares: HashMap<String, ShareGroup>,
     /// Committed offsets, of classic and KIP-848 groups alike. An entry lives from the
     /// group's first commit until the group is deleted or the retention sweep finds
@@ -285,6 +286,7 @@ impl Coordinator {
         inner.consumers.extend(loaded.consumers);
         inner.offsets.extend(loaded.offsets);
         inner.pending.extend(loaded.pending);
+        inner.shares.extend(loaded.shares);
         drop(inner);
         self.wake.notify_one();
         Ok(n)
@@ -806,7 +808,7 @@ impl Coordinator {
                 return Err(ResponseError::NonEmptyGroup);
             }
             inner.shares.remove(group_id);
-            return Ok(Written::Now(true));
+            return Ok(self.write(group_id, vec![share_group_change(group_id, None)]));
         }
         if let Some(c) = inner.consumers.get(group_id) {
             if !c.is_empty() {
@@ -917,14 +919,36 @@ impl Coordinator {
         (r, written)
     }
 
-    /// ShareGroupHeartbeat (KIP-932) against the cluster's `topics`. Share group membership
-    /// is not persisted, so the answer does not wait for a write.
-    pub fn share_heartbeat(
+    /// ShareGroupHeartbeat (KIP-932) against the cluster's `topics`. A change of the group's
+    /// epoch or topics is written before the answer; members themselves are not persisted.
+    pub async fn share_heartbeat(
+        &self,
+        group_id: &str,
+        h: ShareHeartbeat,
+        topics: &(dyn ShareTopics + Sync),
+    ) -> ShareHeartbeatResult {
+        let member_id = h.member_id.clone();
+        let (r, written) = self.share_heartbeat_now(group_id, h, topics);
+        if r.error.is_some() || written.wait().await {
+            return r;
+        }
+        ShareHeartbeatResult {
+            error: Some((
+                ResponseError::CoordinatorNotAvailable,
+                "the group's state could not be written".to_string(),
+            )),
+            member_id,
+            epoch: -1,
+            assignment: None,
+        }
+    }
+
+    fn share_heartbeat_now(
         &self,
         group_id: &str,
         h: ShareHeartbeat,
         topics: &dyn ShareTopics,
-    ) -> ShareHeartbeatResult {
+    ) -> (ShareHeartbeatResult, Written) {
         let refuse = |e: ResponseError, msg: String| ShareHeartbeatResult {
             error: Some((e, msg)),
             member_id: h.member_id.clone(),
@@ -932,10 +956,13 @@ impl Coordinator {
             assignment: None,
         };
         if let Err(e) = self.route(group_id) {
-            return refuse(e, e.to_string());
+            return (refuse(e, e.to_string()), Written::Now(true));
         }
         if let Some(msg) = h.invalid() {
-            return refuse(ResponseError::InvalidRequest, msg.to_string());
+            return (
+                refuse(ResponseError::InvalidRequest, msg.to_string()),
+                Written::Now(true),
+            );
         }
         let mut inner = self.lock();
         let other = inner.consumers.contains_key(group_id)
@@ -945,19 +972,26 @@ impl Coordinator {
                 .is_some_and(|g| g.state != GroupState::Dead)
             || inner.offsets.contains_key(group_id);
         if other && !inner.shares.contains_key(group_id) {
-            return refuse(
+            let r = refuse(
                 ResponseError::GroupIdNotFound,
                 format!("Group {group_id} is not a share group."),
             );
+            return (r, Written::Now(true));
         }
         let joining = h.epoch == 0;
+        let before = inner.shares.get(group_id).map(|g| g.record());
         let g = inner.shares.entry(group_id.to_string()).or_default();
         let r = g.heartbeat(Instant::now(), self.config.share_session_timeout, h, topics);
+        let after = g.record();
+        let written = match before != Some(after.clone()) {
+            true => self.write(group_id, vec![share_group_change(group_id, Some(&after))]),
+            false => Written::Now(true),
+        };
         drop(inner);
         if joining {
             self.wake.notify_one();
         }
-        r
+        (r, written)
     }
 
     pub fn share_heartbeat_interval(&self) -> Duration {
@@ -1178,8 +1212,8 @@ impl Coordinator {
     }
 }
 
-/// The stored groups whose ids `wanted` selects: classic groups, KIP-848 groups and the
-/// committed offsets of every group.
+/// The stored groups whose ids `wanted` selects: classic groups, KIP-848 groups, share
+/// groups and the committed offsets of every group.
 fn read_groups(
     store: &dyn GroupStore,
     config: &CoordinatorConfig,
@@ -1249,13 +1283,34 @@ fn read_groups(
             (id, g)
         })
         .collect();
+    let mut shares = HashMap::new();
+    for (key, value) in store.load_groups(GroupCf::ShareGroups)? {
+        let id = String::from_utf8(key)
+            .map_err(|_| Error::Storage("share group id is not UTF-8".into()))?;
+        if !wanted(&id) {
+            continue;
+        }
+        let record = serde_json::from_slice(&value)
+            .map_err(|e| Error::Storage(format!("share group {id}: {e}")))?;
+        shares.insert(id, ShareGroup::restore(record));
+    }
     Ok(Inner {
         groups,
         consumers,
         offsets,
         pending,
+        shares,
         ..Default::default()
     })
+}
+
+/// The put (or, with no record, the delete) of a share group's record.
+fn share_group_change(group_id: &str, r: Option<&share::ShareGroupRecord>) -> GroupChange {
+    GroupChange {
+        cf: GroupCf::ShareGroups,
+        key: group_id.as_bytes().to_vec(),
+        value: r.map(|r| serde_json::to_vec(r).expect("share group record serializes")),
+    }
 }
 
 /// Consumer groups CF key: u16 length + group, then 0 for the group's record or 1 and the
@@ -1739,6 +1794,44 @@ mod tests {
             .consumer_heartbeat("g", consumer_hb("a", 0), &|_: &str| Some(1))
             .await;
         assert_eq!(ok.error, None);
+    }
+
+    /// A share group outlives its coordinator with its epoch and topics (members join
+    /// again), and deleting it removes its record.
+    #[tokio::test]
+    async fn share_groups_survive_reopen_without_their_members() {
+        let store = Arc::new(MemoryStore::default());
+        let c = Coordinator::open(store.clone(), config()).unwrap();
+        let topics = |t: &str| (t == "t").then_some(2);
+        let join = ShareHeartbeat {
+            member_id: "m".into(),
+            subscribed: Some(vec!["t".into()]),
+            ..ShareHeartbeat::default()
+        };
+        let r = c.share_heartbeat("sg", join.clone(), &topics).await;
+        assert_eq!((r.error, r.epoch), (None, 1));
+        let c = Coordinator::open(store.clone(), config()).unwrap();
+        let d = c
+            .share_describe("sg")
+            .unwrap()
+            .expect("still a share group");
+        assert_eq!(
+            (d.state, d.epoch, d.topics),
+            ("Empty", 1, vec!["t".to_string()])
+        );
+        assert!(d.members.is_empty());
+        // Joining again moves the epoch on from where it was.
+        let r = c.share_heartbeat("sg", join, &topics).await;
+        assert_eq!((r.error, r.epoch), (None, 2));
+        let leave = ShareHeartbeat {
+            member_id: "m".into(),
+            epoch: -1,
+            ..ShareHeartbeat::default()
+        };
+        c.share_heartbeat("sg", leave, &topics).await;
+        assert_eq!(c.delete_group("sg").await, Ok(()));
+        let c = Coordinator::open(store, config()).unwrap();
+        assert!(c.share_describe("sg").unwrap().is_none());
     }
 
     /// A marker reaching a partition whose groups are still loading must be refused (the

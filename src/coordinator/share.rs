@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::consumer::Tp;
@@ -100,6 +101,14 @@ impl ShareHeartbeatResult {
     }
 }
 
+/// What is persisted of a share group (in `__consumer_offsets`): its epoch and the topics
+/// its members subscribed to. Members are not: after a coordinator moves, they join again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareGroupRecord {
+    pub epoch: i32,
+    pub topics: Vec<String>,
+}
+
 #[derive(Debug, Default)]
 pub struct ShareGroup {
     pub epoch: i32,
@@ -114,6 +123,22 @@ pub struct ShareGroup {
 }
 
 impl ShareGroup {
+    pub fn record(&self) -> ShareGroupRecord {
+        ShareGroupRecord {
+            epoch: self.epoch,
+            topics: self.topics_ever.iter().cloned().collect(),
+        }
+    }
+
+    /// A share group as persisted, without members.
+    pub fn restore(r: ShareGroupRecord) -> ShareGroup {
+        ShareGroup {
+            epoch: r.epoch,
+            topics_ever: r.topics.into_iter().collect(),
+            ..ShareGroup::default()
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }

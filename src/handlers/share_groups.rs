@@ -71,7 +71,8 @@ pub async fn heartbeat(
     };
     let r = broker
         .groups
-        .share_heartbeat(&req.group_id, h, &CatalogView(&broker.catalog));
+        .share_heartbeat(&req.group_id, h, &CatalogView(&broker.catalog))
+        .await;
     if let Some((e, msg)) = r.error {
         return error_response(e, msg);
     }
@@ -255,17 +256,17 @@ pub async fn describe_offsets(
                     .with_start_offset(-1)
                     .with_leader_epoch(-1);
                 if topic.as_ref().and_then(|t| t.partition(p)).is_none() {
-                    partitions.push(
-                        base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
-                    );
+                    partitions
+                        .push(base.with_error_code(ResponseError::UnknownTopicOrPartition.code()));
                     continue;
                 }
                 match broker.shares.start_offset(&g.group_id, (id, p)).await {
                     Err(e) => partitions.push(base.with_error_code(e.code())),
                     Ok(None) if started_only => {}
                     Ok(None) => partitions.push(base),
-                    Ok(Some((start, epoch))) => partitions
-                        .push(base.with_start_offset(start).with_leader_epoch(epoch)),
+                    Ok(Some((start, epoch))) => {
+                        partitions.push(base.with_start_offset(start).with_leader_epoch(epoch))
+                    }
                 }
             }
             if !partitions.is_empty() {

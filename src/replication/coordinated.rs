@@ -439,6 +439,7 @@ fn cf_tag(cf: GroupCf) -> u8 {
         GroupCf::Transactions => 3,
         GroupCf::TxnOffsets => 4,
         GroupCf::ShareState => 5,
+        GroupCf::ShareGroups => 6,
     }
 }
 
@@ -493,6 +494,7 @@ fn decode_change(r: &Record) -> Option<GroupChange> {
         3 => GroupCf::Transactions,
         4 => GroupCf::TxnOffsets,
         5 => GroupCf::ShareState,
+        6 => GroupCf::ShareGroups,
         _ => return None,
     };
     Some(GroupChange {

@@ -249,7 +249,9 @@ async fn summary(
                         .with_group_id(str_bytes(group))
                         .with_topics(vec![ReadStateSummaryData::default()
                             .with_topic_id(tp.0)
-                            .with_partitions(vec![PartitionData::default().with_partition(tp.1)])]);
+                            .with_partitions(
+                                vec![PartitionData::default().with_partition(tp.1)],
+                            )]);
                     let r: ReadShareGroupStateSummaryResponse = peer::call(
                         &addr,
                         ApiKey::ReadShareGroupStateSummary,

@@ -215,6 +215,9 @@ pub enum GroupCf {
     /// group + topic id + partition -> a share partition's persisted state, as the share
     /// coordinator keeps it (`share_state` CF)
     ShareState,
+    /// share group id -> its epoch and the topics its members subscribed to
+    /// (`share_groups` CF)
+    ShareGroups,
 }
 
 /// One put (`Some`) or delete (`None`) of the group coordinator's state.

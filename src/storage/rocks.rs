@@ -42,6 +42,7 @@ const CF_CONSUMERS: &str = "consumer_groups";
 const CF_TRANSACTIONS: &str = "transactions";
 const CF_TXN_OFFSETS: &str = "txn_offsets";
 const CF_SHARE_STATE: &str = "share_state";
+const CF_SHARE_GROUPS: &str = "share_groups";
 
 pub struct RocksStore {
     db: Arc<DB>,
@@ -103,6 +104,7 @@ impl RocksStore {
             ColumnFamilyDescriptor::new(CF_TRANSACTIONS, small()),
             ColumnFamilyDescriptor::new(CF_TXN_OFFSETS, small()),
             ColumnFamilyDescriptor::new(CF_SHARE_STATE, small()),
+            ColumnFamilyDescriptor::new(CF_SHARE_GROUPS, small()),
         ];
         let db = DB::open_cf_descriptors(&db_opts, dir, cfs).map_err(storage_err)?;
         Ok(RocksStore {
@@ -485,6 +487,7 @@ impl RocksStore {
             GroupCf::Transactions => CF_TRANSACTIONS,
             GroupCf::TxnOffsets => CF_TXN_OFFSETS,
             GroupCf::ShareState => CF_SHARE_STATE,
+            GroupCf::ShareGroups => CF_SHARE_GROUPS,
         })
     }
 }
