@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::ResponseError;
 
 use super::{peer, Cluster, CoordinatorKind};
@@ -98,6 +99,18 @@ where
     }
 }
 
+/// Sends `req` (v0) to the share coordinator at `addr` and picks the one partition the
+/// answer holds with `first`.
+async fn ask<Req: Encodable, Resp: Decodable, P>(
+    addr: &str,
+    api: ApiKey,
+    req: &Req,
+    first: impl FnOnce(Resp) -> Option<P>,
+) -> Result<P, ResponseError> {
+    let r: Resp = peer::call(addr, api, 0, req, REQUEST_TIMEOUT).await?;
+    first(r).ok_or(ResponseError::UnknownServerError)
+}
+
 fn snapshot(s: ShareState) -> Snapshot {
     Snapshot {
         start: s.start,
@@ -131,15 +144,15 @@ async fn read(
                             .with_partitions(vec![PartitionData::default()
                                 .with_partition(tp.1)
                                 .with_leader_epoch(leader_epoch)])]);
-                    let r: ReadShareGroupStateResponse =
-                        peer::call(&addr, ApiKey::ReadShareGroupState, 0, &req, REQUEST_TIMEOUT)
-                            .await?;
-                    let p = r
-                        .results
-                        .into_iter()
-                        .flat_map(|t| t.partitions)
-                        .next()
-                        .ok_or(ResponseError::UnknownServerError)?;
+                    let p = ask(
+                        &addr,
+                        ApiKey::ReadShareGroupState,
+                        &req,
+                        |r: ReadShareGroupStateResponse| {
+                            r.results.into_iter().flat_map(|t| t.partitions).next()
+                        },
+                    )
+                    .await?;
                     answer(p.error_code)?;
                     Ok((p.start_offset >= 0).then(|| Snapshot {
                         start: p.start_offset,
@@ -206,20 +219,15 @@ async fn write(
                                 .with_leader_epoch(leader_epoch)
                                 .with_start_offset(state.start)
                                 .with_state_batches(batches)])]);
-                    let r: WriteShareGroupStateResponse = peer::call(
+                    let p = ask(
                         &addr,
                         ApiKey::WriteShareGroupState,
-                        0,
                         &req,
-                        REQUEST_TIMEOUT,
+                        |r: WriteShareGroupStateResponse| {
+                            r.results.into_iter().flat_map(|t| t.partitions).next()
+                        },
                     )
                     .await?;
-                    let p = r
-                        .results
-                        .into_iter()
-                        .flat_map(|t| t.partitions)
-                        .next()
-                        .ok_or(ResponseError::UnknownServerError)?;
                     answer(p.error_code)
                 }
             }
@@ -252,20 +260,15 @@ async fn summary(
                             .with_partitions(
                                 vec![PartitionData::default().with_partition(tp.1)],
                             )]);
-                    let r: ReadShareGroupStateSummaryResponse = peer::call(
+                    let p = ask(
                         &addr,
                         ApiKey::ReadShareGroupStateSummary,
-                        0,
                         &req,
-                        REQUEST_TIMEOUT,
+                        |r: ReadShareGroupStateSummaryResponse| {
+                            r.results.into_iter().flat_map(|t| t.partitions).next()
+                        },
                     )
                     .await?;
-                    let p = r
-                        .results
-                        .into_iter()
-                        .flat_map(|t| t.partitions)
-                        .next()
-                        .ok_or(ResponseError::UnknownServerError)?;
                     answer(p.error_code)?;
                     Ok((p.start_offset >= 0).then_some((p.start_offset, p.leader_epoch)))
                 }
