@@ -365,19 +365,21 @@ fn share_state_survives_a_crash() {
     b.restart();
     let mut c = b.client();
     c.await_group_coordinator();
-    // The group is still there (its epoch persisted), without members: they join again.
+    // The group is still there with its members (persisted in __consumer_offsets): member-a
+    // carries on at the epoch it had (1: it joined first), and is sent its assignment.
     let d: ShareGroupDescribeResponse = c.send(
         ApiKey::ShareGroupDescribe,
         1,
         &ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("g"))]),
     );
     let g = &d.groups[0];
-    assert_eq!((g.error_code, g.group_state.as_str()), (0, "Empty"));
-    assert!(g.members.is_empty());
-    let before = g.group_epoch;
-    let r = heartbeat(&mut c, "g", "member-a", 0, Some(&["durable"]));
+    assert_eq!((g.error_code, g.group_state.as_str()), (0, "Stable"));
+    let mut members: Vec<_> = g.members.iter().map(|m| m.member_id.to_string()).collect();
+    members.sort();
+    assert_eq!(members, ["member-a", "member-b"]);
+    let r = heartbeat(&mut c, "g", "member-a", 1, None);
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
-    assert_eq!(r.member_epoch, before + 1);
+    assert!(r.assignment.is_some());
     let mut a = b.client();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut epoch = 0;

@@ -154,9 +154,7 @@ struct Inner {
     groups: HashMap<String, Group>,
     /// KIP-848 consumer groups.
     consumers: HashMap<String, ConsumerGroup>,
-    /// Share groups (KIP-932): their epoch and topics are persisted, their members are kept
-    /// in memory only for now (members join again after a restart or a move of the
-    /// coordinator).
+    /// Share groups (KIP-932), persisted with their members.
     shares: HashMap<String, ShareGroup>,
     /// Committed offsets, of classic and KIP-848 groups alike. An entry lives from the
     /// group's first commit until the group is deleted or the retention sweep finds
@@ -920,7 +918,7 @@ impl Coordinator {
     }
 
     /// ShareGroupHeartbeat (KIP-932) against the cluster's `topics`. A change of the group's
-    /// epoch or topics is written before the answer; members themselves are not persisted.
+    /// record (epoch, topics, members) is written before the answer.
     pub async fn share_heartbeat(
         &self,
         group_id: &str,
@@ -1173,8 +1171,15 @@ impl Coordinator {
                     // a failed write reloads the partition's groups
                     let _ = self.write(&id, encode_consumer_changes(&id, changes));
                 }
-                for g in inner.shares.values_mut() {
-                    g.expire(now);
+                let mut expired = Vec::new();
+                for (id, g) in inner.shares.iter_mut() {
+                    if !g.expire(now).is_empty() {
+                        expired.push((id.clone(), g.record()));
+                    }
+                }
+                for (id, r) in expired {
+                    // as above: a failed write reloads the partition's groups
+                    let _ = self.write(&id, vec![share_group_change(&id, Some(&r))]);
                 }
                 for id in &ids {
                     if let Some(g) = inner.groups.get_mut(id) {
@@ -1292,7 +1297,10 @@ fn read_groups(
         }
         let record = serde_json::from_slice(&value)
             .map_err(|e| Error::Storage(format!("share group {id}: {e}")))?;
-        shares.insert(id, ShareGroup::restore(record));
+        shares.insert(
+            id,
+            ShareGroup::restore(record, now, config.share_session_timeout),
+        );
     }
     Ok(Inner {
         groups,
@@ -1796,10 +1804,10 @@ mod tests {
         assert_eq!(ok.error, None);
     }
 
-    /// A share group outlives its coordinator with its epoch and topics (members join
-    /// again), and deleting it removes its record.
+    /// A share group outlives its coordinator with its epoch, topics and members, and
+    /// deleting it removes its record.
     #[tokio::test]
-    async fn share_groups_survive_reopen_without_their_members() {
+    async fn share_groups_survive_reopen_with_their_members() {
         let store = Arc::new(MemoryStore::default());
         let c = Coordinator::open(store.clone(), config()).unwrap();
         let topics = |t: &str| (t == "t").then_some(2);
@@ -1808,7 +1816,7 @@ mod tests {
             subscribed: Some(vec!["t".into()]),
             ..ShareHeartbeat::default()
         };
-        let r = c.share_heartbeat("sg", join.clone(), &topics).await;
+        let r = c.share_heartbeat("sg", join, &topics).await;
         assert_eq!((r.error, r.epoch), (None, 1));
         let c = Coordinator::open(store.clone(), config()).unwrap();
         let d = c
@@ -1817,12 +1825,18 @@ mod tests {
             .expect("still a share group");
         assert_eq!(
             (d.state, d.epoch, d.topics),
-            ("Empty", 1, vec!["t".to_string()])
+            ("Stable", 1, vec!["t".to_string()])
         );
-        assert!(d.members.is_empty());
-        // Joining again moves the epoch on from where it was.
-        let r = c.share_heartbeat("sg", join, &topics).await;
-        assert_eq!((r.error, r.epoch), (None, 2));
+        assert_eq!((d.members[0].id.as_str(), d.members[0].epoch), ("m", 1));
+        // The member carries on at its epoch and is sent its assignment again.
+        let again = ShareHeartbeat {
+            member_id: "m".into(),
+            epoch: 1,
+            ..ShareHeartbeat::default()
+        };
+        let r = c.share_heartbeat("sg", again, &topics).await;
+        assert_eq!((r.error, r.epoch), (None, 1));
+        assert_eq!(r.assignment.map(|a| a.len()), Some(2));
         let leave = ShareHeartbeat {
             member_id: "m".into(),
             epoch: -1,

@@ -101,12 +101,29 @@ impl ShareHeartbeatResult {
     }
 }
 
-/// What is persisted of a share group (in `__consumer_offsets`): its epoch and the topics
-/// its members subscribed to. Members are not: after a coordinator moves, they join again.
+/// What is persisted of a share group (in `__consumer_offsets`): its epoch, the topics its
+/// members subscribed to, and its members with their epochs and subscriptions, so they
+/// carry on under a new coordinator (their assignment is computed again; session deadlines
+/// start afresh).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShareGroupRecord {
     pub epoch: i32,
     pub topics: Vec<String>,
+    #[serde(default)]
+    pub members: Vec<ShareMemberRecord>,
+    /// The partition counts the assignment was computed from.
+    #[serde(default)]
+    pub counts: BTreeMap<String, i32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareMemberRecord {
+    pub id: String,
+    pub epoch: i32,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -127,15 +144,49 @@ impl ShareGroup {
         ShareGroupRecord {
             epoch: self.epoch,
             topics: self.topics_ever.iter().cloned().collect(),
+            members: self
+                .members
+                .values()
+                .map(|m| ShareMemberRecord {
+                    id: m.id.clone(),
+                    epoch: m.epoch,
+                    rack_id: m.rack_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    subscribed: m.subscribed.clone(),
+                })
+                .collect(),
+            counts: self.topics_seen.clone(),
         }
     }
 
-    /// A share group as persisted, without members.
-    pub fn restore(r: ShareGroupRecord) -> ShareGroup {
+    /// A share group as persisted: its members' sessions run from `now`, and the next
+    /// heartbeat computes the assignment again and sends each member its own.
+    pub fn restore(r: ShareGroupRecord, now: Instant, session_timeout: Duration) -> ShareGroup {
+        let members = r
+            .members
+            .into_iter()
+            .map(|m| {
+                let member = ShareMember {
+                    id: m.id.clone(),
+                    rack_id: m.rack_id,
+                    client_id: m.client_id,
+                    client_host: m.client_host,
+                    epoch: m.epoch,
+                    subscribed: m.subscribed,
+                    assigned: BTreeSet::new(),
+                    last_sent: None,
+                    deadline: now + session_timeout,
+                };
+                (m.id, member)
+            })
+            .collect();
         ShareGroup {
             epoch: r.epoch,
+            members,
             topics_ever: r.topics.into_iter().collect(),
-            ..ShareGroup::default()
+            topics_seen: r.counts,
+            stale: true,
         }
     }
 
