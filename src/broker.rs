@@ -21,7 +21,6 @@ use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::replication::{Cluster, CoordinatorKind, Node, SharePersister};
-use crate::share::partition::Limits as ShareLimits;
 use crate::share::Shares;
 use crate::shutdown;
 use crate::storage::rocks::RocksStore;
@@ -124,9 +123,7 @@ impl Broker {
                 offsets_retention: ms(config.offsets_retention_ms),
                 retention_check_interval: ms(config.offsets_retention_check_interval_ms),
                 consumer_session_timeout: ms(config.group_consumer_session_timeout_ms),
-                consumer_heartbeat_interval: ms(config.group_consumer_heartbeat_interval_ms),
                 share_session_timeout: ms(config.group_share_session_timeout_ms),
-                share_heartbeat_interval: ms(config.group_share_heartbeat_interval_ms),
             },
         )?);
         let (shutdown, _) = watch::channel(false);
@@ -144,11 +141,7 @@ impl Broker {
                 Arc::new(BrokerProducerIds(me.clone())),
                 txn_config,
             )),
-            shares: Arc::new(Shares::new(ShareLimits {
-                lock_ms: config.group_share_record_lock_duration_ms,
-                delivery_count_limit: config.group_share_delivery_count_limit,
-                max_record_locks: config.group_share_partition_max_record_locks,
-            })),
+            shares: Arc::new(Shares::default()),
             share_states,
             config,
             catalog,

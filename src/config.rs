@@ -281,6 +281,19 @@ fn unescape(c: char) -> char {
 }
 
 impl Config {
+    /// The number in force for `name`, a numeric key of [`keys::KEYS`] with a default: as
+    /// set (checked at start-up), else its default. For settings read where they are used
+    /// rather than kept in a field (the bounds of group configs).
+    pub fn number(&self, name: &str) -> i64 {
+        let k = keys::lookup(name).unwrap_or_else(|| panic!("{name} is not a config key"));
+        self.explicit
+            .get(name)
+            .map(|v| v.trim())
+            .or(k.default)
+            .and_then(|v| keys::parse(k, v).ok())
+            .unwrap_or_default()
+    }
+
     /// Loads the configuration as `cairn [file] [--override k=v]...` sees it.
     pub fn load(
         file: Option<&Path>,

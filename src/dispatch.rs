@@ -146,6 +146,8 @@ apis! {
     ShareFetch: 1..=1 => always handlers::share_fetch::fetch,
     ShareAcknowledge: 1..=1 => always handlers::share_fetch::acknowledge,
     DescribeShareGroupOffsets: 0..=0 => always handlers::share_groups::describe_offsets,
+    AlterShareGroupOffsets: 0..=0 => always handlers::share_groups::alter_offsets,
+    DeleteShareGroupOffsets: 0..=0 => always handlers::share_groups::delete_offsets,
     // The share coordinator's RPCs, sent by share partitions' leaders.
     InitializeShareGroupState: 0..=0 => always handlers::share_state::initialize,
     ReadShareGroupState: 0..=0 => always handlers::share_state::read,
@@ -263,6 +265,8 @@ fn gated_by_feature(api: ApiKey) -> bool {
             | ApiKey::ShareFetch
             | ApiKey::ShareAcknowledge
             | ApiKey::DescribeShareGroupOffsets
+            | ApiKey::AlterShareGroupOffsets
+            | ApiKey::DeleteShareGroupOffsets
             | ApiKey::InitializeShareGroupState
             | ApiKey::ReadShareGroupState
             | ApiKey::WriteShareGroupState

@@ -55,6 +55,7 @@ pub mod controller;
 pub mod coordinator;
 pub mod dispatch;
 pub mod error;
+pub mod group_config;
 pub mod handlers;
 pub mod log;
 pub mod metrics;

@@ -548,3 +548,323 @@ fn share_coordinator_keeps_merges_and_fences() {
     assert_eq!((p.error_code, p.start_offset), (0, -1));
     assert!(p.state_batches.is_empty());
 }
+
+fn describe_group_configs(c: &mut Client, group: &str) -> Vec<(String, String, i8)> {
+    let req = DescribeConfigsRequest::default().with_resources(vec![
+        describe_configs_request::DescribeConfigsResource::default()
+            .with_resource_type(32)
+            .with_resource_name(s(group)),
+    ]);
+    let r: DescribeConfigsResponse = c.send(ApiKey::DescribeConfigs, 4, &req);
+    assert_eq!(
+        r.results[0].error_code, 0,
+        "{:?}",
+        r.results[0].error_message
+    );
+    r.results[0]
+        .configs
+        .iter()
+        .map(|e| {
+            let v = e.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
+            (e.name.to_string(), v, e.config_source)
+        })
+        .collect()
+}
+
+fn config_of(configs: &[(String, String, i8)], name: &str) -> (String, i8) {
+    let (_, v, source) = configs
+        .iter()
+        .find(|(n, _, _)| n == name)
+        .unwrap_or_else(|| panic!("{name} not described"));
+    (v.clone(), *source)
+}
+
+/// IncrementalAlterConfigs on group `group`: (name, op, value); the error code and message.
+fn alter_group_configs(
+    c: &mut Client,
+    group: &str,
+    ops: &[(&str, i8, Option<&str>)],
+    validate_only: bool,
+) -> (i16, Option<String>) {
+    let req = IncrementalAlterConfigsRequest::default()
+        .with_validate_only(validate_only)
+        .with_resources(vec![
+            incremental_alter_configs_request::AlterConfigsResource::default()
+                .with_resource_type(32)
+                .with_resource_name(s(group))
+                .with_configs(
+                    ops.iter()
+                        .map(|(n, op, v)| {
+                            incremental_alter_configs_request::AlterableConfig::default()
+                                .with_name(s(n))
+                                .with_config_operation(*op)
+                                .with_value(v.map(s))
+                        })
+                        .collect(),
+                ),
+        ]);
+    let r: IncrementalAlterConfigsResponse = c.send(ApiKey::IncrementalAlterConfigs, 1, &req);
+    let x = &r.responses[0];
+    (
+        x.error_code,
+        x.error_message.as_ref().map(|m| m.to_string()),
+    )
+}
+
+/// A group's configs (`kafka-configs --entity-type groups`) are described over the broker's
+/// defaults, checked against its bounds, kept across a restart, and steer the share group:
+/// `share.auto.offset.reset=earliest` starts it at the log start and
+/// `share.record.lock.duration.ms` sets its locks.
+#[test]
+fn group_configs_steer_a_share_group() {
+    let mut b = Broker::start_with(&["group.share.min.record.lock.duration.ms=1000"]);
+    let mut c = b.client();
+    c.await_group_coordinator();
+    enable_share_groups(&mut c);
+    assert_eq!(c.create_topic("backlog", 1, &[]), 0);
+    let t = topic_id(&mut c, "backlog");
+    assert_eq!(c.produce("backlog", 0, batch(&["a", "b", "c"]), -1).0, 0);
+
+    let d = describe_group_configs(&mut c, "g");
+    assert_eq!(
+        config_of(&d, "share.auto.offset.reset"),
+        ("latest".into(), 5)
+    );
+    assert_eq!(
+        config_of(&d, "share.record.lock.duration.ms"),
+        ("30000".into(), 5)
+    );
+
+    // Refused: out of the broker's bounds, not a group config, not a value, a list op.
+    for (ops, what) in [
+        (
+            vec![("share.delivery.count.limit", 0, Some("11"))],
+            "group.share.max.delivery.count.limit",
+        ),
+        (
+            vec![("share.record.lock.duration.ms", 0, Some("999"))],
+            "group.share.min.record.lock.duration.ms",
+        ),
+        (vec![("no.such.config", 0, Some("1"))], "no.such.config"),
+        (
+            vec![("share.auto.offset.reset", 0, Some("by_duration:yesterday"))],
+            "share.auto.offset.reset",
+        ),
+        (
+            vec![("share.isolation.level", 2, Some("read_committed"))],
+            "not a list",
+        ),
+    ] {
+        let (code, msg) = alter_group_configs(&mut c, "g", &ops, false);
+        assert_eq!(code, ResponseError::InvalidConfig.code(), "{ops:?}");
+        assert!(msg.as_deref().unwrap_or("").contains(what), "{msg:?}");
+    }
+    // validate_only changes nothing.
+    let set = [
+        ("share.auto.offset.reset", 0, Some("earliest")),
+        ("share.record.lock.duration.ms", 0, Some("2000")),
+    ];
+    assert_eq!(alter_group_configs(&mut c, "g", &set, true).0, 0);
+    let d = describe_group_configs(&mut c, "g");
+    assert_eq!(
+        config_of(&d, "share.auto.offset.reset"),
+        ("latest".into(), 5)
+    );
+    assert_eq!(alter_group_configs(&mut c, "g", &set, false).0, 0);
+
+    // Kept by the metadata quorum across a restart.
+    b.kill9();
+    b.restart();
+    let mut c = b.client();
+    c.await_group_coordinator();
+    let d = describe_group_configs(&mut c, "g");
+    assert_eq!(
+        config_of(&d, "share.auto.offset.reset"),
+        ("earliest".into(), 8)
+    );
+    assert_eq!(
+        config_of(&d, "share.record.lock.duration.ms"),
+        ("2000".into(), 8)
+    );
+
+    // The group starts at the log start, and its locks last 2 s.
+    let r = heartbeat(&mut c, "g", "member-a", 0, Some(&["backlog"]));
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let mut a = b.client();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut epoch = 0;
+    let r = loop {
+        let r = share_fetch(&mut a, "g", "member-a", epoch, t, &[], 500);
+        if r.error_code == 0 {
+            epoch += 1;
+        }
+        if !acquired(&r).is_empty() || Instant::now() > deadline {
+            break r;
+        }
+    };
+    assert_eq!(acquired(&r), [(0, 2, 1)]);
+    assert_eq!(r.acquisition_lock_timeout_ms, 2000);
+
+    // DELETE gives the broker's default back.
+    let del = [("share.auto.offset.reset", 1, None)];
+    assert_eq!(alter_group_configs(&mut c, "g", &del, false).0, 0);
+    let d = describe_group_configs(&mut c, "g");
+    assert_eq!(
+        config_of(&d, "share.auto.offset.reset"),
+        ("latest".into(), 5)
+    );
+    assert_eq!(
+        config_of(&d, "share.record.lock.duration.ms"),
+        ("2000".into(), 8)
+    );
+}
+
+fn alter_share_offsets(
+    c: &mut Client,
+    group: &str,
+    topic: &str,
+    starts: &[(i32, i64)],
+) -> AlterShareGroupOffsetsResponse {
+    use alter_share_group_offsets_request::*;
+    let req = AlterShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
+            .with_topic_name(common::name(topic))
+            .with_partitions(
+                starts
+                    .iter()
+                    .map(|(p, o)| {
+                        AlterShareGroupOffsetsRequestPartition::default()
+                            .with_partition_index(*p)
+                            .with_start_offset(*o)
+                    })
+                    .collect(),
+            )]);
+    c.send(ApiKey::AlterShareGroupOffsets, 0, &req)
+}
+
+/// The group's start offsets as DescribeShareGroupOffsets shows every partition it read.
+fn share_starts(c: &mut Client, group: &str) -> Vec<(String, i32, i64)> {
+    use describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
+    let req = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+        DescribeShareGroupOffsetsRequestGroup::default()
+            .with_group_id(GroupId(s(group)))
+            .with_topics(None),
+    ]);
+    let r: DescribeShareGroupOffsetsResponse = c.send(ApiKey::DescribeShareGroupOffsets, 0, &req);
+    assert_eq!(r.groups[0].error_code, 0, "{:?}", r.groups[0].error_message);
+    r.groups[0]
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.topic_name.to_string(), p.partition_index, p.start_offset))
+        })
+        .collect()
+}
+
+/// Fetches as `member` (a new share session) until something is acquired or 30 s pass.
+fn first_acquired(b: &Broker, member: &str, t: Uuid) -> Vec<(i64, i64, i16)> {
+    let mut a = b.client();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut epoch = 0;
+    loop {
+        let r = share_fetch(&mut a, "g", member, epoch, t, &[], 500);
+        if r.error_code == 0 {
+            epoch += 1;
+        }
+        let got = acquired(&r);
+        if !got.is_empty() || Instant::now() > deadline {
+            return got;
+        }
+    }
+}
+
+/// kafka-share-groups --reset-offsets and --delete-offsets: AlterShareGroupOffsets sets
+/// where an empty share group starts (creating the group if need be), refused while it has
+/// members; DeleteShareGroupOffsets makes it start over from share.auto.offset.reset.
+#[test]
+fn share_group_offsets_are_altered_and_deleted() {
+    let b = Broker::start();
+    let mut c = b.client();
+    c.await_group_coordinator();
+    enable_share_groups(&mut c);
+    assert_eq!(c.create_topic("reset", 1, &[]), 0);
+    let t = topic_id(&mut c, "reset");
+    assert_eq!(
+        c.produce("reset", 0, batch(&["0", "1", "2", "3", "4"]), -1)
+            .0,
+        0
+    );
+
+    // No group yet: it is created empty, starting at 2; a missing partition is refused.
+    let r = alter_share_offsets(&mut c, "g", "reset", &[(0, 2), (7, 0)]);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let parts: Vec<(i32, i16)> = r.responses[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.error_code))
+        .collect();
+    assert_eq!(
+        parts,
+        [(0, 0), (7, ResponseError::UnknownTopicOrPartition.code())]
+    );
+    assert_eq!(share_starts(&mut c, "g"), [("reset".to_string(), 0, 2)]);
+
+    let r = heartbeat(&mut c, "g", "member-a", 0, Some(&["reset"]));
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert_eq!(first_acquired(&b, "member-a", t), [(2, 4, 1)]);
+    // A member holds the group: no changes to its offsets.
+    let r = alter_share_offsets(&mut c, "g", "reset", &[(0, 0)]);
+    assert_eq!(r.error_code, ResponseError::NonEmptyGroup.code());
+
+    // Once it left, back to 0: the records are delivered again, as new ones.
+    let r = heartbeat(&mut c, "g", "member-a", -1, None);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let r = alter_share_offsets(&mut c, "g", "reset", &[(0, 0)]);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert_eq!(share_starts(&mut c, "g"), [("reset".to_string(), 0, 0)]);
+    let r = heartbeat(&mut c, "g", "member-b", 0, Some(&["reset"]));
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert_eq!(first_acquired(&b, "member-b", t), [(0, 4, 1)]);
+
+    // Deleted: the group starts over at the end of the log (share.auto.offset.reset).
+    let r = heartbeat(&mut c, "g", "member-b", -1, None);
+    assert_eq!(r.error_code, 0);
+    let req = DeleteShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_topics(vec![
+            delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(common::name("reset")),
+            delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(common::name("nope")),
+        ]);
+    let r: DeleteShareGroupOffsetsResponse = c.send(ApiKey::DeleteShareGroupOffsets, 0, &req);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let codes: Vec<i16> = r.responses.iter().map(|t| t.error_code).collect();
+    assert_eq!(codes, [0, ResponseError::UnknownTopicOrPartition.code()]);
+    assert_eq!(share_starts(&mut c, "g"), []);
+    let r = heartbeat(&mut c, "g", "member-c", 0, Some(&["reset"]));
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert_eq!(c.produce("reset", 0, batch(&["5"]), -1).0, 0);
+    assert_eq!(first_acquired(&b, "member-c", t), [(5, 5, 1)]);
+
+    // A consumer group's id is not a share group's.
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s("classic")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![
+            offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(common::name("reset"))
+                .with_partitions(vec![
+                    offset_commit_request::OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(1),
+                ]),
+        ]);
+    let r: OffsetCommitResponse = c.send(ApiKey::OffsetCommit, 8, &commit);
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    let r = alter_share_offsets(&mut c, "classic", "reset", &[(0, 0)]);
+    assert_eq!(r.error_code, ResponseError::GroupIdNotFound.code());
+}

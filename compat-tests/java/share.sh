@@ -30,6 +30,7 @@ check_share() {
   fi
   check_share_consumers
   check_share_console
+  check_share_offsets
 }
 
 # Three KafkaShareConsumers with explicit acknowledgement on one partition
@@ -95,4 +96,50 @@ check_share_console() {
   tool shl2 $SHARE_GROUPS "${B[@]}" --list
   if grep -q "was successful" "$WORK/shdel2.out" && ! grep -qx "$grp" "$WORK/shl2.out"; then pass share-groups-delete
   else fail share-groups-delete "$(snip "$WORK/shdel2.out" 300) $(snip "$WORK/shdel2.err" 300); then listed: $(snip "$WORK/shl2.out" 200)"; fi
+}
+
+# Group configs and offsets of an empty share group: kafka-configs sets
+# share.auto.offset.reset=earliest on a group before it exists (and refuses a value out of
+# the broker's bounds), so its first console share consumer reads what was produced
+# before; kafka-share-groups --reset-offsets --to-earliest has it read everything again,
+# and --delete-offsets makes it start over.
+check_share_offsets() {
+  local t="cairn-jt-shareo-$RUN_ID" grp="cairn-jt-shareo-$RUN_ID" rc got
+  tool shocreate $TOPICS "${B[@]}" --create --topic "$t" --partitions 1 --replication-factor 1; rc=$?
+  if [[ $rc -ne 0 ]]; then fail share-group-config "could not create $t: $(why $rc shocreate)"; return; fi
+  for i in $(seq 0 9); do echo "early-$i"; done >"$WORK/shoin.txt"
+  tool_in shoprod "$WORK/shoin.txt" $PRODUCER "${B[@]}" --topic "$t"
+  tool shocfg $CONFIGS "${B[@]}" --alter --entity-type groups --entity-name "$grp" --add-config share.auto.offset.reset=earliest; rc=$?
+  tool shocfgd $CONFIGS "${B[@]}" --describe --entity-type groups --entity-name "$grp"
+  if [[ $rc -eq 0 ]] && grep -q "share.auto.offset.reset=earliest" "$WORK/shocfgd.out"; then pass share-group-config
+  else fail share-group-config "$(snip "$WORK/shocfg.out" 300) $(snip "$WORK/shocfg.err" 300); described: $(snip "$WORK/shocfgd.out" 300)"; fi
+  tool shocfgbad $CONFIGS "${B[@]}" --alter --entity-type groups --entity-name "$grp" --add-config share.delivery.count.limit=100; rc=$?
+  if [[ $rc -ne 0 ]] && grep -qi "invalid" "$WORK/shocfgbad.out" "$WORK/shocfgbad.err"; then pass share-group-config-refused
+  else fail share-group-config-refused "rc=$rc: $(snip "$WORK/shocfgbad.out" 300) $(snip "$WORK/shocfgbad.err" 300)"; fi
+  share_read() { # NAME: reads up to 10 records with a console share consumer; prints how many
+    timeout -k 5 "$TOOL_TIMEOUT" "$DIR/kafka-run.sh" $CONSOLE_SHARE "${B[@]}" --topic "$t" --group "$grp" \
+      --max-messages 10 --timeout-ms 20000 >"$WORK/$1.out" 2>"$WORK/$1.err" </dev/null
+    grep -c '^early-' "$WORK/$1.out"
+  }
+  got=$(share_read shoread1)
+  if [[ $got -eq 10 ]]; then pass share-auto-offset-reset-earliest
+  else fail share-auto-offset-reset-earliest "read $got of the 10 records produced before the group: $(snip "$WORK/shoread1.err" 300)"; fi
+  # The consumer has closed; the group is empty once its member is gone.
+  for i in $(seq 1 30); do
+    tool shoreset $SHARE_GROUPS "${B[@]}" --reset-offsets --group "$grp" --topic "$t" --to-earliest --execute; rc=$?
+    [[ $rc -eq 0 ]] && ! grep -qi "error\|not empty\|inactive" "$WORK/shoreset.out" "$WORK/shoreset.err" && break
+    sleep 1
+  done
+  got=$(share_read shoread2)
+  if [[ $rc -eq 0 && $got -eq 10 ]]; then pass share-groups-reset-offsets
+  else fail share-groups-reset-offsets "rc=$rc $(snip "$WORK/shoreset.out" 300) $(snip "$WORK/shoreset.err" 300); then read $got of 10"; fi
+  for i in $(seq 1 30); do
+    tool shodel $SHARE_GROUPS "${B[@]}" --delete-offsets --group "$grp" --topic "$t"; rc=$?
+    [[ $rc -eq 0 ]] && ! grep -qi "error\|not empty\|inactive" "$WORK/shodel.out" "$WORK/shodel.err" && break
+    sleep 1
+  done
+  tool shodesc $SHARE_GROUPS "${B[@]}" --describe --group "$grp"
+  if [[ $rc -eq 0 ]] && ! awk -v t="$t" '$2 == t && $4 ~ /^[0-9]+$/ { found = 1 } END { exit !found }' "$WORK/shodesc.out"; then
+    pass share-groups-delete-offsets
+  else fail share-groups-delete-offsets "rc=$rc $(snip "$WORK/shodel.out" 300) $(snip "$WORK/shodel.err" 300); then described: $(snip "$WORK/shodesc.out" 300)"; fi
 }

@@ -84,6 +84,43 @@ impl Broker {
         self.quorum()?.set_topic_configs(name, configs).await
     }
 
+    /// Replaces a group's configs (IncrementalAlterConfigs on a GROUP resource) through the
+    /// controller, so every broker applies them in metadata order. Each is checked against
+    /// the broker's bounds first.
+    pub async fn set_group_configs(
+        &self,
+        group: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<()> {
+        if group.is_empty() {
+            return Err(Error::InvalidRequest(
+                "a group config needs a group id".into(),
+            ));
+        }
+        for (k, v) in &configs {
+            crate::group_config::validate(k, v, &self.config)?;
+        }
+        if validate_only {
+            return Ok(());
+        }
+        self.quorum()?.set_group_configs(group, configs).await
+    }
+
+    /// The configs set on `group` (none before this broker joined the cluster).
+    pub fn group_configs(&self, group: &str) -> BTreeMap<String, String> {
+        self.cluster()
+            .and_then(|c| c.image().group_configs.get(group).cloned())
+            .unwrap_or_default()
+    }
+
+    /// The settings in force for `group`: its configs over the broker's defaults.
+    pub fn group_settings(&self, group: &str) -> crate::group_config::GroupSettings {
+        let image = self.cluster().map(|c| c.image());
+        let configs = image.as_ref().and_then(|i| i.group_configs.get(group));
+        crate::group_config::GroupSettings::resolve(configs, &self.config)
+    }
+
     /// Deletes topic `name`; answers the id it had.
     pub async fn delete_topic(&self, name: &str) -> Result<Uuid> {
         if !self.config.delete_topic_enable {

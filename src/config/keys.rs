@@ -28,6 +28,7 @@ pub enum Source {
     DynamicTopic = 1,
     StaticBroker = 4,
     Default = 5,
+    DynamicGroup = 8,
 }
 
 /// How a value given for a key is checked before the broker starts.
@@ -354,6 +355,62 @@ pub static KEYS: &[Key] = &[
             10_000,
             "2000",
         )
+    },
+    Key {
+        doc: "Lowest consumer.session.timeout.ms a KIP-848 group's config may set.",
+        ..int("group.consumer.min.session.timeout.ms", Kind::Int, 1, INT_MAX, "45000")
+    },
+    Key {
+        doc: "Highest consumer.session.timeout.ms a KIP-848 group's config may set.",
+        ..int("group.consumer.max.session.timeout.ms", Kind::Int, 1, INT_MAX, "60000")
+    },
+    Key {
+        doc: "Lowest consumer.heartbeat.interval.ms a KIP-848 group's config may set.",
+        ..int("group.consumer.min.heartbeat.interval.ms", Kind::Int, 1, INT_MAX, "5000")
+    },
+    Key {
+        doc: "Highest consumer.heartbeat.interval.ms a KIP-848 group's config may set.",
+        ..int("group.consumer.max.heartbeat.interval.ms", Kind::Int, 1, INT_MAX, "15000")
+    },
+    Key {
+        doc: "Lowest share.session.timeout.ms a share group's config may set.",
+        ..int("group.share.min.session.timeout.ms", Kind::Int, 1, INT_MAX, "45000")
+    },
+    Key {
+        doc: "Highest share.session.timeout.ms a share group's config may set.",
+        ..int("group.share.max.session.timeout.ms", Kind::Int, 1, INT_MAX, "60000")
+    },
+    Key {
+        doc: "Lowest share.heartbeat.interval.ms a share group's config may set.",
+        ..int("group.share.min.heartbeat.interval.ms", Kind::Int, 1, INT_MAX, "5000")
+    },
+    Key {
+        doc: "Highest share.heartbeat.interval.ms a share group's config may set.",
+        ..int("group.share.max.heartbeat.interval.ms", Kind::Int, 1, INT_MAX, "15000")
+    },
+    Key {
+        doc: "Lowest share.record.lock.duration.ms a share group's config may set.",
+        ..int("group.share.min.record.lock.duration.ms", Kind::Int, 1, INT_MAX, "15000")
+    },
+    Key {
+        doc: "Highest share.record.lock.duration.ms a share group's config may set.",
+        ..int("group.share.max.record.lock.duration.ms", Kind::Int, 1, INT_MAX, "60000")
+    },
+    Key {
+        doc: "Lowest share.delivery.count.limit a share group's config may set.",
+        ..int("group.share.min.delivery.count.limit", Kind::Int, 1, INT_MAX, "2")
+    },
+    Key {
+        doc: "Highest share.delivery.count.limit a share group's config may set.",
+        ..int("group.share.max.delivery.count.limit", Kind::Int, 1, INT_MAX, "10")
+    },
+    Key {
+        doc: "Lowest share.partition.max.record.locks a share group's config may set.",
+        ..int("group.share.min.partition.max.record.locks", Kind::Int, 1, INT_MAX, "100")
+    },
+    Key {
+        doc: "Highest share.partition.max.record.locks a share group's config may set.",
+        ..int("group.share.max.partition.max.record.locks", Kind::Int, 1, INT_MAX, "4000")
     },
     Key {
         doc: "Committed offsets of an empty group are kept this long.",

@@ -162,6 +162,12 @@ pub enum Record {
         name: String,
         level: i16,
     },
+    /// A group's configs, replaced whole (KRaft's ConfigRecords for a GROUP resource);
+    /// empty removes them.
+    GroupConfigs {
+        group: String,
+        configs: BTreeMap<String, String>,
+    },
 }
 
 /// The cluster feature of KIP-890 part 2: at level 2 a transactional producer's epoch is
@@ -241,6 +247,9 @@ pub struct Image {
     /// before any.
     #[serde(default = "no_offset")]
     pub features_epoch: i64,
+    /// Groups' configs (`kafka-configs --entity-type groups`), by group id.
+    #[serde(default)]
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 fn no_offset() -> i64 {
@@ -412,6 +421,12 @@ impl Image {
                     false => self.features.remove(name),
                 };
                 self.features_epoch = offset;
+            }
+            Record::GroupConfigs { group, configs } => {
+                match configs.is_empty() {
+                    true => self.group_configs.remove(group),
+                    false => self.group_configs.insert(group.clone(), configs.clone()),
+                };
             }
         }
     }
@@ -1155,6 +1170,15 @@ impl Image {
             .get(name)
             .ok_or(ResponseError::UnknownTopicOrPartition)?;
         Ok(vec![Record::TopicConfigs { id, configs }])
+    }
+
+    /// IncrementalAlterConfigs on a group: its new configs, whole (a group need not exist
+    /// to have configs, as in Kafka).
+    pub fn set_group_configs(&self, group: &str, configs: BTreeMap<String, String>) -> Vec<Record> {
+        vec![Record::GroupConfigs {
+            group: group.to_string(),
+            configs,
+        }]
     }
 }
 

@@ -76,6 +76,11 @@ pub enum BrokerRequest {
         name: String,
         configs: std::collections::BTreeMap<String, String>,
     },
+    /// IncrementalAlterConfigs on a GROUP resource: the group's configs, whole.
+    SetGroupConfigs {
+        group: String,
+        configs: std::collections::BTreeMap<String, String>,
+    },
     /// UpdateFeatures: new finalized levels, all or none (`validate_only`: only checked).
     UpdateFeatures {
         updates: Vec<super::metadata::FeatureUpdate>,

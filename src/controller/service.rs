@@ -513,6 +513,12 @@ impl ControllerNode {
                 })
                 .await
             }
+            BrokerRequest::SetGroupConfigs { group, configs } => {
+                self.decide(|image, _| {
+                    Ok((BrokerReply::Done, image.set_group_configs(&group, configs)))
+                })
+                .await
+            }
             BrokerRequest::DeleteTopic { name } => {
                 self.decide(|image, _| {
                     Ok((BrokerReply::Done, image.delete_topic(&name).map_err(err)?))

@@ -84,6 +84,8 @@ pub struct Heartbeat {
     pub owned: Option<Vec<Tp>>,
     /// Whether the client must make up its member id even to join (KIP-1082, v1+).
     pub member_id_required: bool,
+    /// The group's `consumer.session.timeout.ms`, when it sets one (else the broker's).
+    pub session_timeout: Option<Duration>,
 }
 
 impl Heartbeat {
@@ -794,6 +796,7 @@ mod tests {
         Heartbeat {
             member_id: member.to_string(),
             epoch,
+            session_timeout: None,
             subscribed: (epoch == 0).then(|| vec!["t".to_string()]),
             owned: owned.map(|o| o.iter().cloned().collect()),
             rebalance_timeout: Duration::from_secs(30),
@@ -1019,6 +1022,7 @@ mod tests {
         Heartbeat {
             member_id: member.to_string(),
             epoch,
+            session_timeout: None,
             regex: regex.map(str::to_string),
             rebalance_timeout: Duration::from_secs(30),
             ..Default::default()

@@ -61,12 +61,10 @@ pub struct CoordinatorConfig {
     pub limits: GroupLimits,
     pub offsets_retention: Duration,
     pub retention_check_interval: Duration,
-    /// KIP-848 groups: `group.consumer.session.timeout.ms`, `.heartbeat.interval.ms`.
+    /// KIP-848 groups: `group.consumer.session.timeout.ms`, unless a group sets its own.
     pub consumer_session_timeout: Duration,
-    pub consumer_heartbeat_interval: Duration,
-    /// Share groups: `group.share.session.timeout.ms`, `.heartbeat.interval.ms`.
+    /// Share groups: `group.share.session.timeout.ms`, unless a group sets its own.
     pub share_session_timeout: Duration,
-    pub share_heartbeat_interval: Duration,
 }
 
 /// Where a replicated coordinator sends its changes: they count as written once the
@@ -901,13 +899,11 @@ impl Coordinator {
             return (r, Written::Now(true));
         }
         let joining = h.epoch == 0;
+        let timeout = h
+            .session_timeout
+            .unwrap_or(self.config.consumer_session_timeout);
         let c = inner.consumers.entry(group_id.to_string()).or_default();
-        let r = c.heartbeat(
-            Instant::now(),
-            self.config.consumer_session_timeout,
-            h,
-            topics,
-        );
+        let r = c.heartbeat(Instant::now(), timeout, h, topics);
         let changes = encode_consumer_changes(group_id, c.take_changes());
         let written = self.write(group_id, changes);
         drop(inner);
@@ -979,7 +975,10 @@ impl Coordinator {
         let joining = h.epoch == 0;
         let before = inner.shares.get(group_id).map(|g| g.record());
         let g = inner.shares.entry(group_id.to_string()).or_default();
-        let r = g.heartbeat(Instant::now(), self.config.share_session_timeout, h, topics);
+        let timeout = h
+            .session_timeout
+            .unwrap_or(self.config.share_session_timeout);
+        let r = g.heartbeat(Instant::now(), timeout, h, topics);
         let after = g.record();
         let written = match before != Some(after.clone()) {
             true => self.write(group_id, vec![share_group_change(group_id, Some(&after))]),
@@ -990,10 +989,6 @@ impl Coordinator {
             self.wake.notify_one();
         }
         (r, written)
-    }
-
-    pub fn share_heartbeat_interval(&self) -> Duration {
-        self.config.share_heartbeat_interval
     }
 
     /// ShareGroupDescribe: `None` when `group_id` is not a share group.
@@ -1011,13 +1006,57 @@ impl Coordinator {
         }))
     }
 
+    /// Before AlterShareGroupOffsets or DeleteShareGroupOffsets changes `group_id`'s share
+    /// partitions of `topics`: the group must be a share group without members (created
+    /// empty when no group has the id, as Kafka does, so offsets can be set before its
+    /// first member joins), and the topics are recorded among those it has read.
+    pub async fn share_offsets_changeable(
+        &self,
+        group_id: &str,
+        topics: &[String],
+    ) -> std::result::Result<(), (ResponseError, String)> {
+        self.route(group_id).map_err(|e| (e, e.to_string()))?;
+        let written = {
+            let mut inner = self.lock();
+            let other = inner.consumers.contains_key(group_id)
+                || inner
+                    .groups
+                    .get(group_id)
+                    .is_some_and(|g| g.state != GroupState::Dead)
+                || inner.offsets.contains_key(group_id);
+            if other && !inner.shares.contains_key(group_id) {
+                return Err((
+                    ResponseError::GroupIdNotFound,
+                    format!("Group {group_id} is not a share group."),
+                ));
+            }
+            let before = inner.shares.get(group_id).map(|g| g.record());
+            let g = inner.shares.entry(group_id.to_string()).or_default();
+            if !g.members.is_empty() {
+                return Err((
+                    ResponseError::NonEmptyGroup,
+                    format!("Share group {group_id} is not empty: its offsets cannot be changed while it has members."),
+                ));
+            }
+            g.topics_ever.extend(topics.iter().cloned());
+            let after = g.record();
+            match before != Some(after.clone()) {
+                true => self.write(group_id, vec![share_group_change(group_id, Some(&after))]),
+                false => Written::Now(true),
+            }
+        };
+        match written.wait().await {
+            true => Ok(()),
+            false => Err((
+                ResponseError::CoordinatorNotAvailable,
+                "the group's state could not be written".into(),
+            )),
+        }
+    }
+
     /// Whether `group_id` is a share group here.
     pub fn is_share_group(&self, group_id: &str) -> bool {
         self.lock().shares.contains_key(group_id)
-    }
-
-    pub fn consumer_heartbeat_interval(&self) -> Duration {
-        self.config.consumer_heartbeat_interval
     }
 
     /// ConsumerGroupDescribe: `None` when `group_id` is not a KIP-848 group (Kafka answers
@@ -1535,9 +1574,7 @@ mod tests {
             offsets_retention: Duration::from_secs(7 * 24 * 3600),
             retention_check_interval: Duration::from_secs(600),
             consumer_session_timeout: Duration::from_secs(45),
-            consumer_heartbeat_interval: Duration::from_secs(5),
             share_session_timeout: Duration::from_secs(45),
-            share_heartbeat_interval: Duration::from_secs(5),
         }
     }
 

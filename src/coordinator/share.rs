@@ -60,6 +60,8 @@ pub struct ShareHeartbeat {
     pub client_id: String,
     pub client_host: String,
     pub subscribed: Option<Vec<String>>,
+    /// The group's `share.session.timeout.ms`, when it sets one (else the broker's).
+    pub session_timeout: Option<Duration>,
 }
 
 impl ShareHeartbeat {
@@ -393,6 +395,7 @@ mod tests {
         ShareHeartbeat {
             member_id: id.into(),
             epoch,
+            session_timeout: None,
             subscribed: topics.map(|t| t.iter().map(|s| s.to_string()).collect()),
             ..Default::default()
         }

@@ -1,7 +1,8 @@
 //! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs. Topic configs are described
 //! with their defaults and the right `source`; topic changes are validated and persisted.
 //! Broker configs are static (server.properties), so they are described read-only and
-//! changes to them are refused with a message saying so.
+//! changes to them are refused with a message saying so. Group configs (KIP-848, KIP-932)
+//! are described over the broker's defaults and changed through the controller.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,10 +23,12 @@ use super::RequestContext;
 use crate::broker::Broker;
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
+use crate::group_config;
 use crate::topic_config::{self, Kind, Source, KEYS};
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
+const RESOURCE_GROUP: i8 = 32;
 
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
@@ -66,6 +69,43 @@ pub fn topic_entries(
                 .with_is_sensitive(false)
                 .with_synonyms(synonyms)
                 .with_config_type(k.kind as i8)
+        })
+        .collect()
+}
+
+/// Describes a group's configs: every group key (or those in `only`), set ones first-class.
+fn group_entries(
+    overrides: &BTreeMap<String, String>,
+    broker: &Config,
+    only: Option<&[StrBytes]>,
+) -> Vec<DescribeConfigsResourceResult> {
+    group_config::KEYS
+        .iter()
+        .filter(|k| only.is_none_or(|o| o.iter().any(|n| n.as_str() == k.name)))
+        .map(|k| {
+            let (default, default_source) = group_config::default_value(k, broker);
+            let mut synonyms = Vec::new();
+            let (value, source) = match overrides.get(k.name) {
+                Some(v) => {
+                    synonyms.push(synonym(k.name, v, Source::DynamicGroup));
+                    (v.clone(), Source::DynamicGroup)
+                }
+                None => (default.clone(), default_source),
+            };
+            synonyms.push(synonym(
+                k.broker_key.unwrap_or(k.name),
+                &default,
+                default_source,
+            ));
+            DescribeConfigsResourceResult::default()
+                .with_name(str_bytes(k.name))
+                .with_value(Some(str_bytes(value)))
+                .with_read_only(false)
+                .with_config_source(source as i8)
+                .with_is_sensitive(false)
+                .with_synonyms(synonyms)
+                .with_config_type(k.kind as i8)
+                .with_documentation(Some(str_bytes(k.doc)))
         })
         .collect()
 }
@@ -124,6 +164,11 @@ pub async fn describe(
                     .ok_or(Error::UnknownTopicOrPartition),
                 RESOURCE_BROKER => check_broker_name(broker, r.resource_name.as_str())
                     .map(|_| broker_entries(&broker.config, only)),
+                RESOURCE_GROUP => Ok(group_entries(
+                    &broker.group_configs(r.resource_name.as_str()),
+                    &broker.config,
+                    only,
+                )),
                 other => Err(Error::InvalidRequest(format!(
                     "config resource type {other} is not supported"
                 ))),
@@ -198,6 +243,21 @@ pub async fn alter(
                     .await
             }
             RESOURCE_BROKER => Err(refuse_broker(broker, r.resource_name.as_str())),
+            RESOURCE_GROUP => {
+                let configs = r
+                    .configs
+                    .iter()
+                    .filter_map(|c| {
+                        c.value
+                            .as_ref()
+                            .map(|v| (c.name.to_string(), v.to_string()))
+                    })
+                    .collect();
+                let _serialised = broker.catalog.config_changes.lock().await;
+                broker
+                    .set_group_configs(r.resource_name.as_str(), configs, req.validate_only)
+                    .await
+            }
             other => Err(Error::InvalidRequest(format!(
                 "config resource type {other} is not supported"
             ))),
@@ -225,6 +285,15 @@ pub async fn incremental_alter(
         let result = match r.resource_type {
             RESOURCE_TOPIC => {
                 alter_topic_incrementally(
+                    broker,
+                    r.resource_name.as_str(),
+                    &r.configs,
+                    req.validate_only,
+                )
+                .await
+            }
+            RESOURCE_GROUP => {
+                alter_group_incrementally(
                     broker,
                     r.resource_name.as_str(),
                     &r.configs,
@@ -273,6 +342,48 @@ async fn alter_topic_incrementally(
     broker
         .set_topic_configs(&topic.name, next, validate_only)
         .await
+}
+
+/// Reads a group's configs, applies `ops` (SET and DELETE: group configs are not lists)
+/// and writes the result, serialised with every other config change.
+async fn alter_group_incrementally(
+    broker: &Broker,
+    group: &str,
+    ops: &[AlterableConfig],
+    validate_only: bool,
+) -> Result<()> {
+    let _serialised = broker.catalog.config_changes.lock().await;
+    let mut next = broker.group_configs(group);
+    for op in ops {
+        let name = op.name.to_string();
+        if group_config::lookup(&name).is_none() {
+            return Err(Error::InvalidConfig(format!(
+                "Unknown group config name: {name}"
+            )));
+        }
+        match (op.config_operation, &op.value) {
+            (OP_SET, Some(v)) => {
+                next.insert(name, v.to_string());
+            }
+            (OP_SET, None) => {
+                return Err(Error::InvalidConfig(format!("SET of {name} needs a value")))
+            }
+            (OP_DELETE, _) => {
+                next.remove(&name);
+            }
+            (OP_APPEND | OP_SUBTRACT, _) => {
+                return Err(Error::InvalidConfig(format!(
+                    "{name} is not a list: APPEND and SUBTRACT do not apply"
+                )))
+            }
+            (other, _) => {
+                return Err(Error::InvalidRequest(format!(
+                    "unknown config operation {other}"
+                )))
+            }
+        }
+    }
+    broker.set_group_configs(group, next, validate_only).await
 }
 
 /// Applies SET / DELETE / APPEND / SUBTRACT to a topic's overrides.

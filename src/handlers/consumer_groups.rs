@@ -74,6 +74,7 @@ pub async fn heartbeat(
             .flat_map(|(topic, t)| t.partitions.iter().map(move |p| (topic.name.clone(), *p)))
             .collect()
     });
+    let settings = broker.group_settings(&req.group_id);
     let h = Heartbeat {
         member_id: req.member_id.to_string(),
         epoch: req.member_epoch,
@@ -91,6 +92,7 @@ pub async fn heartbeat(
         owned,
         // KIP-1082: from v1 the client makes up its member id, even to join.
         member_id_required: ctx.version >= 1,
+        session_timeout: Some(settings.consumer_session_timeout),
     };
     let r = broker
         .groups
@@ -114,7 +116,7 @@ pub async fn heartbeat(
     ConsumerGroupHeartbeatResponse::default()
         .with_member_id(Some(str_bytes(r.member_id)))
         .with_member_epoch(r.epoch)
-        .with_heartbeat_interval_ms(broker.groups.consumer_heartbeat_interval().as_millis() as i32)
+        .with_heartbeat_interval_ms(settings.consumer_heartbeat_interval.as_millis() as i32)
         .with_assignment(assignment)
 }
 

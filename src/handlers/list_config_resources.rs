@@ -1,5 +1,6 @@
 //! ListConfigResources (KIP-1142): the resources that have configs. v0 lists only client
-//! metrics resources (none here); v1 lists topics and brokers, every type when none is named.
+//! metrics resources (none here); v1 lists topics, brokers and the groups that have configs,
+//! every type when none is named.
 
 use std::sync::Arc;
 
@@ -42,8 +43,17 @@ pub async fn handle(
                     .with_resource_name(str_bytes(broker.node_id().to_string()))
                     .with_resource_type(BROKER),
             ),
-            // No broker loggers, client metrics subscriptions or groups have configs yet.
-            BROKER_LOGGER | CLIENT_METRICS | GROUP => {}
+            GROUP => {
+                if let Some(c) = broker.cluster() {
+                    resources.extend(c.image().group_configs.keys().map(|g| {
+                        ConfigResource::default()
+                            .with_resource_name(str_bytes(g.clone()))
+                            .with_resource_type(GROUP)
+                    }))
+                }
+            }
+            // No broker loggers or client metrics subscriptions have configs.
+            BROKER_LOGGER | CLIENT_METRICS => {}
             _ => {
                 return ListConfigResourcesResponse::default()
                     .with_error_code(Error::InvalidRequest(String::new()).code());

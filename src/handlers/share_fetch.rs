@@ -26,9 +26,10 @@ use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::clock::now_ms;
 use crate::error::Error;
+use crate::group_config::{GroupSettings, OffsetReset};
 use crate::log::batch::BatchHeader;
 use crate::log::ReadUpTo;
-use crate::share::partition::AckError;
+use crate::share::partition::{AckError, Limits};
 use crate::share::{SessionStep, TopicIdPartition};
 use crate::topics::Partition;
 
@@ -180,7 +181,8 @@ pub async fn fetch(
         }
         answers.push((*tp, p));
     }
-    let lock_ms = broker.shares.limits().lock_ms as i32;
+    let settings = broker.group_settings(&group);
+    let lock_ms = settings.share_record_lock_ms as i32;
     if step == SessionStep::Close {
         broker.shares.close_session(&group, &member);
         return respond(answers, lock_ms);
@@ -214,8 +216,16 @@ pub async fn fetch(
         for w in wakeups.iter_mut() {
             w.as_mut().enable();
         }
-        let (got, errors) =
-            acquire_all(broker, &group, &member, &partitions, max_bytes, max_records).await;
+        let (got, errors) = acquire_all(
+            broker,
+            &group,
+            &member,
+            &settings,
+            &partitions,
+            max_bytes,
+            max_records,
+        )
+        .await;
         let expired = tokio::time::Instant::now() >= deadline;
         if !got.is_empty() || errors || expired || broker.is_shutting_down() {
             for (tp, p) in got {
@@ -249,6 +259,7 @@ async fn acquire_all(
     broker: &Arc<Broker>,
     group: &str,
     member: &str,
+    settings: &GroupSettings,
     partitions: &[TopicIdPartition],
     max_bytes: usize,
     max_records: usize,
@@ -275,12 +286,7 @@ async fn acquire_all(
             }
         };
         let o = part.log.offsets();
-        let leader_epoch = part.placement().leader_epoch;
-        if let Err(e) = broker
-            .shares
-            .load(group, tp, leader_epoch, || o.high_watermark)
-            .await
-        {
+        if let Err(e) = load(broker, group, tp, &part, settings).await {
             any_error = true;
             out.push((tp, base.with_error_code(e.code())));
             continue;
@@ -449,4 +455,48 @@ pub async fn acknowledge(
         broker.shares.close_session(&group, &member);
     }
     ShareAcknowledgeResponse::default().with_responses(topics)
+}
+
+/// Makes `group`'s share partition `tp` of `part` (led here) ready to serve, under the
+/// group's settings as they are now.
+pub(crate) async fn load(
+    broker: &Broker,
+    group: &str,
+    tp: TopicIdPartition,
+    part: &Partition,
+    settings: &GroupSettings,
+) -> Result<(), ResponseError> {
+    let limits = Limits {
+        lock_ms: settings.share_record_lock_ms,
+        delivery_count_limit: settings.share_delivery_count_limit,
+        max_record_locks: settings.share_partition_max_record_locks,
+    };
+    let start = start_offset(part, settings.share_auto_offset_reset);
+    let leader_epoch = part.placement().leader_epoch;
+    broker
+        .shares
+        .load(group, tp, leader_epoch, limits, start)
+        .await
+}
+
+/// Where a share group starts on a partition it never read, as `share.auto.offset.reset`
+/// says: the log start, the high watermark, or the first record at most the given age
+/// (the high watermark when none is that recent, as Kafka's reset by duration does).
+async fn start_offset(part: &Partition, reset: OffsetReset) -> i64 {
+    let o = part.log.offsets();
+    match reset {
+        OffsetReset::Earliest => o.log_start,
+        OffsetReset::Latest => o.high_watermark,
+        OffsetReset::ByDuration(age) => {
+            let since = now_ms() - age.as_millis() as i64;
+            match part
+                .log
+                .offset_for_timestamp(since, ReadUpTo::HighWatermark)
+                .await
+            {
+                Ok(Some((offset, _))) => offset,
+                _ => o.high_watermark,
+            }
+        }
+    }
 }

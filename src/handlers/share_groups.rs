@@ -58,6 +58,7 @@ pub async fn heartbeat(
     if req.group_id.is_empty() {
         return error_response(ResponseError::InvalidRequest, "GroupId can't be empty.");
     }
+    let settings = broker.group_settings(&req.group_id);
     let h = ShareHeartbeat {
         member_id: req.member_id.to_string(),
         epoch: req.member_epoch,
@@ -68,6 +69,7 @@ pub async fn heartbeat(
             .subscribed_topic_names
             .as_ref()
             .map(|ts| ts.iter().map(|t| t.to_string()).collect()),
+        session_timeout: Some(settings.share_session_timeout),
     };
     let r = broker
         .groups
@@ -85,11 +87,9 @@ pub async fn heartbeat(
                 if place.leader != broker.node_id() {
                     continue;
                 }
-                let start = part.log.offsets().high_watermark;
-                let loaded = broker
-                    .shares
-                    .load(&req.group_id, (*id, *p), place.leader_epoch, || start)
-                    .await;
+                let loaded =
+                    super::share_fetch::load(broker, &req.group_id, (*id, *p), &part, &settings)
+                        .await;
                 if let Err(e) = loaded {
                     tracing::debug!(group = %req.group_id.as_str(), topic = %name, partition = p, error = ?e, "share partition not initialized on assignment");
                 }
@@ -111,7 +111,7 @@ pub async fn heartbeat(
     ShareGroupHeartbeatResponse::default()
         .with_member_id(Some(str_bytes(r.member_id)))
         .with_member_epoch(r.epoch)
-        .with_heartbeat_interval_ms(broker.groups.share_heartbeat_interval().as_millis() as i32)
+        .with_heartbeat_interval_ms(settings.share_heartbeat_interval.as_millis() as i32)
         .with_assignment(assignment)
 }
 
@@ -281,4 +281,124 @@ pub async fn describe_offsets(
         groups.push(base.with_topics(topics));
     }
     DescribeShareGroupOffsetsResponse::default().with_groups(groups)
+}
+
+/// AlterShareGroupOffsets (kafka-share-groups --reset-offsets): starts each named share
+/// partition afresh at the given offset, on an empty share group (created empty when no
+/// group has the id). Topics or partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION.
+pub async fn alter_offsets(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: AlterShareGroupOffsetsRequest,
+) -> AlterShareGroupOffsetsResponse {
+    use kafka_protocol::messages::alter_share_group_offsets_response::{
+        AlterShareGroupOffsetsResponsePartition as Part,
+        AlterShareGroupOffsetsResponseTopic as Topic,
+    };
+    let names: Vec<String> = req
+        .topics
+        .iter()
+        .map(|t| t.topic_name.to_string())
+        .collect();
+    if let Err((e, msg)) = check_offsets_changeable(broker, &req.group_id, &names).await {
+        return AlterShareGroupOffsetsResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(str_bytes(msg)));
+    }
+    let mut responses = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let topic = broker.catalog.get(t.topic_name.as_str());
+        let id = topic.as_ref().map_or(Uuid::nil(), |t| t.id);
+        let mut starts = Vec::new();
+        let mut partitions = Vec::new();
+        for p in &t.partitions {
+            let base = Part::default().with_partition_index(p.partition_index);
+            match topic.as_ref().and_then(|t| t.partition(p.partition_index)) {
+                None => partitions.push(
+                    base.with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                        .with_error_message(Some(str_bytes(
+                            "This server does not host this topic-partition.",
+                        ))),
+                ),
+                Some(_) => starts.push(((id, p.partition_index), p.start_offset.max(0))),
+            }
+        }
+        let results = broker.shares.start_afresh(&req.group_id, &starts).await;
+        for (((_, index), _), r) in starts.iter().zip(results) {
+            let base = Part::default().with_partition_index(*index);
+            partitions.push(match r {
+                Ok(()) => base,
+                Err(e) => base.with_error_code(e.code()),
+            });
+        }
+        partitions.sort_by_key(|p| p.partition_index);
+        responses.push(
+            Topic::default()
+                .with_topic_name(t.topic_name.clone())
+                .with_topic_id(id)
+                .with_partitions(partitions),
+        );
+    }
+    AlterShareGroupOffsetsResponse::default().with_responses(responses)
+}
+
+/// DeleteShareGroupOffsets (kafka-share-groups --delete-offsets): forgets where an empty
+/// share group is in each named topic; it starts again where `share.auto.offset.reset`
+/// says when next assigned the topic.
+pub async fn delete_offsets(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext<'_>,
+    req: DeleteShareGroupOffsetsRequest,
+) -> DeleteShareGroupOffsetsResponse {
+    use kafka_protocol::messages::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic as Topic;
+    if let Err((e, msg)) = check_offsets_changeable(broker, &req.group_id, &[]).await {
+        return DeleteShareGroupOffsetsResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(str_bytes(msg)));
+    }
+    let mut responses = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let base = Topic::default().with_topic_name(t.topic_name.clone());
+        let Some(topic) = broker.catalog.get(t.topic_name.as_str()) else {
+            responses.push(
+                base.with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                    .with_error_message(Some(str_bytes(
+                        "This server does not host this topic-partition.",
+                    ))),
+            );
+            continue;
+        };
+        let starts: Vec<_> = (0..topic.partitions.len() as i32)
+            .map(|p| ((topic.id, p), -1))
+            .collect();
+        let results = broker.shares.start_afresh(&req.group_id, &starts).await;
+        let base = base.with_topic_id(topic.id);
+        responses.push(match results.into_iter().find_map(|r| r.err()) {
+            None => base,
+            Some(e) => base.with_error_code(e.code()),
+        });
+    }
+    DeleteShareGroupOffsetsResponse::default().with_responses(responses)
+}
+
+/// The group-level checks of Alter/DeleteShareGroupOffsets: share groups on, a group id,
+/// an empty share group here (see [`crate::coordinator::Coordinator::share_offsets_changeable`]).
+async fn check_offsets_changeable(
+    broker: &Broker,
+    group: &str,
+    topics: &[String],
+) -> Result<(), (ResponseError, String)> {
+    if !broker.share_groups_enabled() {
+        return Err((
+            ResponseError::UnsupportedVersion,
+            "Share groups are not enabled.".into(),
+        ));
+    }
+    if group.is_empty() {
+        return Err((
+            ResponseError::InvalidGroupId,
+            "The group id is empty.".into(),
+        ));
+    }
+    broker.groups.share_offsets_changeable(group, topics).await
 }

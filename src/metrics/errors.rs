@@ -209,6 +209,17 @@ codes!(DescribeShareGroupOffsetsResponse, |r, f| {
             .for_each(|p| f(p.error_code));
     }
 });
+codes!(AlterShareGroupOffsetsResponse, |r, f| {
+    f(r.error_code);
+    r.responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .for_each(|p| f(p.error_code));
+});
+codes!(DeleteShareGroupOffsetsResponse, |r, f| {
+    f(r.error_code);
+    r.responses.iter().for_each(|t| f(t.error_code));
+});
 codes!(ShareAcknowledgeResponse, |r, f| {
     f(r.error_code);
     r.responses

@@ -757,6 +757,25 @@ impl Cluster {
         Ok(())
     }
 
+    /// Replaces a group's configs through the controller; returns once this broker has
+    /// applied them (bounded), so the client's next describe sees them.
+    pub async fn set_group_configs(
+        &self,
+        group: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<()> {
+        self.ask(BrokerRequest::SetGroupConfigs {
+            group: group.to_string(),
+            configs: configs.clone(),
+        })
+        .await?;
+        let mut image = self.image.clone();
+        let done =
+            |i: &Arc<Image>| i.group_configs.get(group).cloned().unwrap_or_default() == configs;
+        let _ = tokio::time::timeout(LOCAL_APPLY_TIMEOUT, image.wait_for(done)).await;
+        Ok(())
+    }
+
     /// Sets cluster feature levels through the controller; returns once this broker's
     /// image has them (bounded), so the client's next ApiVersions here shows them.
     pub async fn update_features(

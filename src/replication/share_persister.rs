@@ -111,10 +111,18 @@ async fn ask<Req: Encodable, Resp: Decodable, P>(
     first(r).ok_or(ResponseError::UnknownServerError)
 }
 
-fn snapshot(s: ShareState) -> Snapshot {
-    Snapshot {
-        start: s.start,
-        runs: s.runs,
+/// What a leader reads: the snapshot (None without a start offset) and its state epoch.
+fn as_read(s: Option<ShareState>) -> (Option<Snapshot>, i32) {
+    match s {
+        None => (None, 0),
+        Some(s) => {
+            let epoch = s.state_epoch;
+            let snapshot = (s.start >= 0).then_some(Snapshot {
+                start: s.start,
+                runs: s.runs,
+            });
+            (snapshot, epoch)
+        }
     }
 }
 
@@ -123,19 +131,20 @@ async fn read(
     group: String,
     tp: TopicIdPartition,
     leader_epoch: i32,
-) -> Result<Option<Snapshot>, ResponseError> {
+) -> Result<(Option<Snapshot>, i32), ResponseError> {
     use read_share_group_state_request::{PartitionData, ReadStateData};
     let k = key(&group, tp.0, tp.1);
     with_retries(&cluster, &k, |at| {
         let (cluster, group, k) = (&cluster, &group, &k);
         async move {
             match at {
-                Where::Here => Ok(cluster
-                    .node
-                    .share_states
-                    .read_as_leader(k, leader_epoch)
-                    .await?
-                    .map(snapshot)),
+                Where::Here => Ok(as_read(
+                    cluster
+                        .node
+                        .share_states
+                        .read_as_leader(k, leader_epoch)
+                        .await?,
+                )),
                 Where::At(addr) => {
                     let req = ReadShareGroupStateRequest::default()
                         .with_group_id(str_bytes(group))
@@ -154,7 +163,7 @@ async fn read(
                     )
                     .await?;
                     answer(p.error_code)?;
-                    Ok((p.start_offset >= 0).then(|| Snapshot {
+                    let snapshot = (p.start_offset >= 0).then(|| Snapshot {
                         start: p.start_offset,
                         runs: p
                             .state_batches
@@ -168,7 +177,8 @@ async fn read(
                                 )
                             })
                             .collect(),
-                    }))
+                    });
+                    Ok((snapshot, p.state_epoch))
                 }
             }
         }
@@ -181,6 +191,7 @@ async fn write(
     group: String,
     tp: TopicIdPartition,
     leader_epoch: i32,
+    state_epoch: i32,
     state: Snapshot,
 ) -> Result<(), ResponseError> {
     use write_share_group_state_request::{PartitionData, StateBatch, WriteStateData};
@@ -191,7 +202,7 @@ async fn write(
             match at {
                 Where::Here => {
                     let w = StateWrite {
-                        state_epoch: 0,
+                        state_epoch,
                         leader_epoch,
                         start: state.start,
                         runs: state.runs.clone(),
@@ -217,6 +228,7 @@ async fn write(
                             .with_partitions(vec![PartitionData::default()
                                 .with_partition(tp.1)
                                 .with_leader_epoch(leader_epoch)
+                                .with_state_epoch(state_epoch)
                                 .with_start_offset(state.start)
                                 .with_state_batches(batches)])]);
                     let p = ask(
@@ -236,12 +248,85 @@ async fn write(
     .await
 }
 
+/// Starts `group`'s state of `tp` afresh at `start` in the state epoch after the stored one.
+async fn initialize(
+    cluster: Arc<Cluster>,
+    group: String,
+    tp: TopicIdPartition,
+    start: i64,
+) -> Result<(), ResponseError> {
+    use initialize_share_group_state_request::{InitializeStateData, PartitionData};
+    let k = key(&group, tp.0, tp.1);
+    with_retries(&cluster, &k, |at| {
+        let (cluster, group, k) = (&cluster, &group, &k);
+        async move {
+            match at {
+                Where::Here => {
+                    let states = &cluster.node.share_states;
+                    let epoch = states.read(k)?.map_or(0, |s| s.state_epoch);
+                    states.initialize(k, epoch + 1, start).await
+                }
+                Where::At(addr) => {
+                    let (_, epoch) = summary_at(&addr, group, tp).await?;
+                    let req = InitializeShareGroupStateRequest::default()
+                        .with_group_id(str_bytes(group))
+                        .with_topics(vec![InitializeStateData::default()
+                            .with_topic_id(tp.0)
+                            .with_partitions(vec![PartitionData::default()
+                                .with_partition(tp.1)
+                                .with_state_epoch(epoch + 1)
+                                .with_start_offset(start)])]);
+                    let p = ask(
+                        &addr,
+                        ApiKey::InitializeShareGroupState,
+                        &req,
+                        |r: InitializeShareGroupStateResponse| {
+                            r.results.into_iter().flat_map(|t| t.partitions).next()
+                        },
+                    )
+                    .await?;
+                    answer(p.error_code)
+                }
+            }
+        }
+    })
+    .await
+}
+
+/// ReadShareGroupStateSummary at `addr`: the start offset and leader epoch (None when
+/// never written or without a start), and the state epoch.
+async fn summary_at(
+    addr: &str,
+    group: &str,
+    tp: TopicIdPartition,
+) -> Result<(Option<(i64, i32)>, i32), ResponseError> {
+    use read_share_group_state_summary_request::{PartitionData, ReadStateSummaryData};
+    let req = ReadShareGroupStateSummaryRequest::default()
+        .with_group_id(str_bytes(group))
+        .with_topics(vec![ReadStateSummaryData::default()
+            .with_topic_id(tp.0)
+            .with_partitions(
+                vec![PartitionData::default().with_partition(tp.1)],
+            )]);
+    let p = ask(
+        addr,
+        ApiKey::ReadShareGroupStateSummary,
+        &req,
+        |r: ReadShareGroupStateSummaryResponse| {
+            r.results.into_iter().flat_map(|t| t.partitions).next()
+        },
+    )
+    .await?;
+    answer(p.error_code)?;
+    let start = (p.start_offset >= 0).then_some((p.start_offset, p.leader_epoch));
+    Ok((start, p.state_epoch))
+}
+
 async fn summary(
     cluster: Arc<Cluster>,
     group: String,
     tp: TopicIdPartition,
 ) -> Result<Option<(i64, i32)>, ResponseError> {
-    use read_share_group_state_summary_request::{PartitionData, ReadStateSummaryData};
     let k = key(&group, tp.0, tp.1);
     with_retries(&cluster, &k, |at| {
         let (cluster, group, k) = (&cluster, &group, &k);
@@ -251,27 +336,9 @@ async fn summary(
                     .node
                     .share_states
                     .read(k)?
+                    .filter(|s| s.start >= 0)
                     .map(|s| (s.start, s.leader_epoch))),
-                Where::At(addr) => {
-                    let req = ReadShareGroupStateSummaryRequest::default()
-                        .with_group_id(str_bytes(group))
-                        .with_topics(vec![ReadStateSummaryData::default()
-                            .with_topic_id(tp.0)
-                            .with_partitions(
-                                vec![PartitionData::default().with_partition(tp.1)],
-                            )]);
-                    let p = ask(
-                        &addr,
-                        ApiKey::ReadShareGroupStateSummary,
-                        &req,
-                        |r: ReadShareGroupStateSummaryResponse| {
-                            r.results.into_iter().flat_map(|t| t.partitions).next()
-                        },
-                    )
-                    .await?;
-                    answer(p.error_code)?;
-                    Ok((p.start_offset >= 0).then_some((p.start_offset, p.leader_epoch)))
-                }
+                Where::At(addr) => Ok(summary_at(&addr, group, tp).await?.0),
             }
         }
     })
@@ -341,7 +408,7 @@ impl Persister for SharePersister {
         group: &str,
         tp: TopicIdPartition,
         leader_epoch: i32,
-    ) -> BoxFuture<'static, Result<Option<Snapshot>, ResponseError>> {
+    ) -> BoxFuture<'static, Result<(Option<Snapshot>, i32), ResponseError>> {
         Box::pin(read(
             self.cluster.clone(),
             group.to_string(),
@@ -355,6 +422,7 @@ impl Persister for SharePersister {
         group: &str,
         tp: TopicIdPartition,
         leader_epoch: i32,
+        state_epoch: i32,
         state: Snapshot,
     ) -> BoxFuture<'static, Result<(), ResponseError>> {
         Box::pin(write(
@@ -362,7 +430,22 @@ impl Persister for SharePersister {
             group.to_string(),
             tp,
             leader_epoch,
+            state_epoch,
             state,
+        ))
+    }
+
+    fn initialize(
+        &self,
+        group: &str,
+        tp: TopicIdPartition,
+        start: i64,
+    ) -> BoxFuture<'static, Result<(), ResponseError>> {
+        Box::pin(initialize(
+            self.cluster.clone(),
+            group.to_string(),
+            tp,
+            start,
         ))
     }
 

@@ -53,21 +53,34 @@ struct Session {
 /// each, on this broker or another.
 pub trait Persister: Send + Sync + 'static {
     /// `group`'s state of `tp`, read by its leader in `leader_epoch` (a newer epoch fences
-    /// the previous leader); None when never written.
+    /// the previous leader), with its state epoch; None when never written or started
+    /// afresh without a start offset (state epoch 0 when never written).
     fn read(
         &self,
         group: &str,
         tp: TopicIdPartition,
         leader_epoch: i32,
-    ) -> BoxFuture<'static, Result<Option<Snapshot>, ResponseError>>;
-    /// Writes the whole state of `group` on `tp`; FENCED_LEADER_EPOCH once a newer leader
-    /// has read it.
+    ) -> BoxFuture<'static, Result<(Option<Snapshot>, i32), ResponseError>>;
+    /// Writes the whole state of `group` on `tp`, as read in `state_epoch`;
+    /// FENCED_LEADER_EPOCH once a newer leader has read it, FENCED_STATE_EPOCH once the
+    /// state was started afresh.
     fn write(
         &self,
         group: &str,
         tp: TopicIdPartition,
         leader_epoch: i32,
+        state_epoch: i32,
         state: Snapshot,
+    ) -> BoxFuture<'static, Result<(), ResponseError>>;
+    /// Starts `group`'s state of `tp` afresh at `start` (-1: none, so the next leader to
+    /// read it starts where `share.auto.offset.reset` says) in a new state epoch, which
+    /// fences the writes of a leader that read the old state (AlterShareGroupOffsets,
+    /// DeleteShareGroupOffsets).
+    fn initialize(
+        &self,
+        group: &str,
+        tp: TopicIdPartition,
+        start: i64,
     ) -> BoxFuture<'static, Result<(), ResponseError>>;
     /// The start offset and leader epoch of `group`'s share partition `tp` as persisted
     /// (ReadShareGroupStateSummary); None when never written.
@@ -88,6 +101,8 @@ struct Entry {
     sp: SharePartition,
     /// The partition's leader epoch when this broker read the state.
     leader_epoch: i32,
+    /// The state epoch of the state read (its writes carry it).
+    state_epoch: i32,
     /// What the share coordinator holds (as last written or read).
     persisted: Snapshot,
     /// Taken while the state is written: writes go one at a time, newest state each.
@@ -100,9 +115,9 @@ struct Inner {
     sessions: HashMap<(String, String), Session>,
 }
 
+#[derive(Default)]
 pub struct Shares {
     inner: Mutex<Inner>,
-    limits: Limits,
     persister: OnceLock<Arc<dyn Persister>>,
     /// Woken whenever records may have become available again (released, expired) so
     /// long-polling share fetches look again.
@@ -121,24 +136,10 @@ pub enum SessionStep {
 }
 
 impl Shares {
-    /// Share partitions run under `limits` (the broker's `group.share.*` keys).
-    pub fn new(limits: Limits) -> Shares {
-        Shares {
-            inner: Mutex::new(Inner::default()),
-            limits,
-            persister: OnceLock::new(),
-            released: Notify::new(),
-        }
-    }
-
     /// Persists share partitions through `persister` (set once, when the broker starts its
     /// cluster; without one, state is in memory only).
     pub fn persist_through(&self, persister: Arc<dyn Persister>) {
         let _ = self.persister.set(persister);
-    }
-
-    pub fn limits(&self) -> Limits {
-        self.limits
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -233,6 +234,7 @@ impl Shares {
         let changed = release_member(&mut inner, group, member);
         drop(inner);
         self.released_by(changed);
+        self.unload_if_idle(group.to_string());
     }
 
     /// A connection closed: the sessions opened on it end.
@@ -245,13 +247,84 @@ impl Shares {
             .map(|(k, _)| k.clone())
             .collect();
         let mut changed = Vec::new();
-        for (group, member) in gone {
+        for (group, member) in &gone {
             tracing::debug!(group, member, "share session's connection closed");
             inner.sessions.remove(&(group.clone(), member.clone()));
-            changed.extend(release_member(&mut inner, &group, &member));
+            changed.extend(release_member(&mut inner, group, member));
         }
         drop(inner);
         self.released_by(changed);
+        let groups: BTreeSet<String> = gone.into_iter().map(|(g, _)| g).collect();
+        for group in groups {
+            self.unload_if_idle(group);
+        }
+    }
+
+    /// Once `group` has no session here, its share partitions are written and dropped
+    /// from memory: nobody holds their records, and the next member to fetch reads them
+    /// back, as changed meanwhile (AlterShareGroupOffsets needs the group empty) or not.
+    /// Kept in memory only when there is nowhere to persist them.
+    fn unload_if_idle(self: &Arc<Self>, group: String) {
+        if self.persister.get().is_none() || self.has_sessions(&group) {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            let tps: Vec<TopicIdPartition> = me
+                .lock()
+                .partitions
+                .keys()
+                .filter(|(g, _, _)| *g == group)
+                .map(|(_, t, p)| (*t, *p))
+                .collect();
+            for tp in tps {
+                // A failed write drops the share partition already.
+                let _ = me.persist(&group, tp).await;
+                let mut inner = me.lock();
+                if inner.sessions.keys().any(|(g, _)| *g == group) {
+                    return;
+                }
+                let key = (group.clone(), tp.0, tp.1);
+                let idle = inner
+                    .partitions
+                    .get(&key)
+                    .is_some_and(|e| e.sp.acquired() == 0 && e.sp.snapshot() == e.persisted);
+                if idle {
+                    tracing::debug!(group, topic_id = %tp.0, partition = tp.1, "idle share partition unloaded");
+                    inner.partitions.remove(&key);
+                }
+            }
+        });
+    }
+
+    fn has_sessions(&self, group: &str) -> bool {
+        self.lock().sessions.keys().any(|(g, _)| g == group)
+    }
+
+    /// Starts `group`'s share partitions afresh: each of `starts` at its offset, or (-1)
+    /// where `share.auto.offset.reset` will say (AlterShareGroupOffsets,
+    /// DeleteShareGroupOffsets, on an empty group). What this broker holds of them is
+    /// dropped; a leader elsewhere that still holds one is fenced by the new state epoch
+    /// on its next write and reads the new state.
+    pub async fn start_afresh(
+        &self,
+        group: &str,
+        starts: &[(TopicIdPartition, i64)],
+    ) -> Vec<Result<(), ResponseError>> {
+        {
+            let mut inner = self.lock();
+            for (tp, _) in starts {
+                inner.partitions.remove(&(group.to_string(), tp.0, tp.1));
+            }
+        }
+        let mut results = Vec::with_capacity(starts.len());
+        for &(tp, start) in starts {
+            results.push(match self.persister.get() {
+                Some(p) => p.initialize(group, tp, start).await,
+                None => Ok(()),
+            });
+        }
+        results
     }
 
     /// Records went back on `changed` share partitions: fetches look again, and the
@@ -301,9 +374,12 @@ impl Shares {
             if state == e.persisted {
                 return Ok(());
             }
-            (state, e.leader_epoch)
+            (state, (e.leader_epoch, e.state_epoch))
         };
-        let written = persister.write(group, tp, epoch, state.clone()).await;
+        let (leader_epoch, state_epoch) = epoch;
+        let written = persister
+            .write(group, tp, leader_epoch, state_epoch, state.clone())
+            .await;
         let mut inner = self.lock();
         match written {
             Ok(()) => {
@@ -324,8 +400,9 @@ impl Shares {
     }
 
     /// Makes the share partition of `group` on `tp` ready for this broker, the partition's
-    /// leader in `leader_epoch`: kept when already read in that epoch, else read back from
-    /// where it is persisted, else started at `start()` (the offset
+    /// leader in `leader_epoch`, running under `limits` (the group's settings, which may
+    /// have changed since): kept when already read in that epoch, else read back from
+    /// where it is persisted, else started at `start` (the offset
     /// `share.auto.offset.reset` picks) and written. Kafka initializes a share partition
     /// when the group is first assigned it and reads it on a leader's first fetch.
     pub async fn load(
@@ -333,27 +410,29 @@ impl Shares {
         group: &str,
         tp: TopicIdPartition,
         leader_epoch: i32,
-        start: impl FnOnce() -> i64,
+        limits: Limits,
+        start: impl std::future::Future<Output = i64>,
     ) -> Result<(), ResponseError> {
         let key = (group.to_string(), tp.0, tp.1);
-        let held = |inner: &Inner| {
-            inner
-                .partitions
-                .get(&key)
-                .is_some_and(|e| e.leader_epoch == leader_epoch)
+        let held = |inner: &mut Inner| match inner.partitions.get_mut(&key) {
+            Some(e) if e.leader_epoch == leader_epoch => {
+                e.sp.limits = limits;
+                true
+            }
+            _ => false,
         };
-        if held(&self.lock()) {
+        if held(&mut self.lock()) {
             return Ok(());
         }
-        let stored = match self.persister.get() {
+        let (stored, state_epoch) = match self.persister.get() {
             Some(p) => p.read(group, tp, leader_epoch).await?,
-            None => None,
+            None => (None, 0),
         };
         let (sp, persisted) = match stored.filter(|s| s.start >= 0) {
-            Some(s) => (SharePartition::restore(&s, self.limits), s),
+            Some(s) => (SharePartition::restore(&s, limits), s),
             // Nothing persisted yet: an empty start differs from any state, so it is written.
             None => (
-                SharePartition::new(start(), self.limits),
+                SharePartition::new(start.await, limits),
                 Snapshot {
                     start: -1,
                     runs: Vec::new(),
@@ -362,7 +441,7 @@ impl Shares {
         };
         {
             let mut inner = self.lock();
-            if held(&inner) {
+            if held(&mut inner) {
                 return Ok(());
             }
             tracing::debug!(group, topic_id = %tp.0, partition = tp.1, leader_epoch, start = sp.start(), "share partition loaded");
@@ -371,6 +450,7 @@ impl Shares {
                 Entry {
                     sp,
                     leader_epoch,
+                    state_epoch,
                     persisted,
                     writer: Arc::new(tokio::sync::Mutex::new(())),
                 },
