@@ -142,13 +142,12 @@ fn partition_codes(r: &ShareFetchResponse) -> Vec<(i16, i16)> {
         .collect()
 }
 
-/// A broker with share groups switched on, a one-partition topic and two members of
+/// A broker (share groups are on in a new cluster), a one-partition topic and two members of
 /// group `g` assigned it.
 fn setup(overrides: &[&str], topic: &str) -> (Broker, Client, Uuid) {
     let b = Broker::start_with(overrides);
     let mut c = b.client();
     c.await_group_coordinator();
-    enable_share_groups(&mut c);
     assert_eq!(c.create_topic(topic, 1, &[]), 0);
     let id = topic_id(&mut c, topic);
     for m in ["member-a", "member-b"] {
@@ -161,8 +160,10 @@ fn setup(overrides: &[&str], topic: &str) -> (Broker, Client, Uuid) {
     (b, c, id)
 }
 
+/// A new cluster serves share groups (`share.version` 1, as Kafka 4.2+); a downgrade to 0
+/// switches them off (unlisted in ApiVersions, UNSUPPORTED_VERSION) and an upgrade back on.
 #[test]
-fn share_groups_are_off_until_share_version_1() {
+fn share_groups_are_switched_by_share_version() {
     let b = Broker::start();
     let mut c = b.client();
     c.await_group_coordinator();
@@ -172,15 +173,28 @@ fn share_groups_are_off_until_share_version_1() {
             .iter()
             .any(|k| k.api_key == ApiKey::ShareFetch as i16)
     };
-    assert!(!listed(&mut c));
-    let r = heartbeat(&mut c, "g", "m", 0, Some(&["t"]));
-    assert_eq!(r.error_code, ResponseError::UnsupportedVersion.code());
-    enable_share_groups(&mut c);
     assert!(listed(&mut c));
     assert_eq!(c.create_topic("t", 1, &[]), 0);
     let r = heartbeat(&mut c, "g", "m", 0, Some(&["t"]));
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
     assert_eq!(r.member_epoch, 1);
+
+    let off = UpdateFeaturesRequest::default()
+        .with_timeout_ms(30_000)
+        .with_feature_updates(vec![update_features_request::FeatureUpdateKey::default()
+            .with_feature(s("share.version"))
+            .with_max_version_level(0)
+            .with_upgrade_type(2)]);
+    let r: UpdateFeaturesResponse = c.send(ApiKey::UpdateFeatures, 1, &off);
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert!(!listed(&mut c));
+    let r = heartbeat(&mut c, "g", "m2", 0, Some(&["t"]));
+    assert_eq!(r.error_code, ResponseError::UnsupportedVersion.code());
+
+    enable_share_groups(&mut c);
+    assert!(listed(&mut c));
+    let r = heartbeat(&mut c, "g", "m2", 0, Some(&["t"]));
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
 }
 
 /// Two members on one partition: each record goes to one of them, ACCEPT finishes it,
@@ -470,7 +484,6 @@ fn share_coordinator_keeps_merges_and_fences() {
     let b = Broker::start();
     let mut c = b.client();
     c.await_group_coordinator();
-    enable_share_groups(&mut c);
     let t = Uuid::from_u128(42);
     let key = format!("sg:{t}:0");
     // The first lookup creates __share_group_state; its partitions then load.
@@ -620,7 +633,6 @@ fn group_configs_steer_a_share_group() {
     let mut b = Broker::start_with(&["group.share.min.record.lock.duration.ms=1000"]);
     let mut c = b.client();
     c.await_group_coordinator();
-    enable_share_groups(&mut c);
     assert_eq!(c.create_topic("backlog", 1, &[]), 0);
     let t = topic_id(&mut c, "backlog");
     assert_eq!(c.produce("backlog", 0, batch(&["a", "b", "c"]), -1).0, 0);
@@ -789,7 +801,6 @@ fn share_group_offsets_are_altered_and_deleted() {
     let b = Broker::start();
     let mut c = b.client();
     c.await_group_coordinator();
-    enable_share_groups(&mut c);
     assert_eq!(c.create_topic("reset", 1, &[]), 0);
     let t = topic_id(&mut c, "reset");
     assert_eq!(

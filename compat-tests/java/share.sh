@@ -2,9 +2,8 @@
 # skip/why/snip helpers). Kafka 4.2 made share groups production-ready; earlier clients
 # speak preview versions of the protocol, so the checks run with 4.2+ tools and clients.
 #
-# The broker must serve share groups: `kafka-features upgrade --feature share.version=1`
-# first (a fresh Kafka 4.2+ cluster is at 1 already; Cairn starts at 0 while its share
-# state is in memory only).
+# The broker must serve share groups: a new Kafka 4.2+ or Cairn cluster does (share.version
+# 1 or more); one at 0 is upgraded with `kafka-features upgrade --feature share.version=1`.
 
 SHARE_GROUPS=org.apache.kafka.tools.consumer.group.ShareGroupCommand
 CONSOLE_SHARE=org.apache.kafka.tools.consumer.ConsoleShareConsumer

@@ -173,8 +173,8 @@ pub enum Record {
 /// The cluster feature of KIP-890 part 2: at level 2 a transactional producer's epoch is
 /// bumped at the end of every transaction and partition leaders add partitions to it.
 pub const TRANSACTION_VERSION: &str = "transaction.version";
-/// KIP-932's feature: share groups are served at level 1. A new cluster starts at 0 while
-/// share-partition state is kept in memory only (Kafka 4.2+ starts new clusters at 1).
+/// KIP-932's feature: share groups are served at level 1 (a new cluster starts there, as
+/// Kafka 4.2+ does; `kafka-features downgrade --feature share.version=0` switches them off).
 pub const SHARE_VERSION: &str = "share.version";
 
 /// How UpdateFeatures may move a feature (v0's `allow_downgrade` is a safe downgrade).
@@ -211,7 +211,7 @@ pub const SUPPORTED_FEATURES: &[(&str, i16, i16)] =
     &[(SHARE_VERSION, 0, 1), (TRANSACTION_VERSION, 0, 2)];
 
 /// The levels a new cluster starts at (Kafka 4.x formats a new cluster at these).
-pub const BOOTSTRAP_FEATURES: &[(&str, i16)] = &[(TRANSACTION_VERSION, 2)];
+pub const BOOTSTRAP_FEATURES: &[(&str, i16)] = &[(SHARE_VERSION, 1), (TRANSACTION_VERSION, 2)];
 
 /// Producer ids handed to a broker at a time (Kafka's `ProducerIdManager` block).
 pub const PRODUCER_ID_BLOCK: i64 = 1000;

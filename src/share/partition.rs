@@ -326,6 +326,13 @@ impl SharePartition {
                 (o - first) as usize
             }]
         };
+        // Below the start offset every record is finished: nothing there is acquired (Kafka:
+        // "batch record not found").
+        if first < self.start
+            && (first..=last.min(self.start - 1)).any(|o| kind_at(o) != AckType::Gap)
+        {
+            return Err(AckError::NotAcquired(first));
+        }
         for (&o, r) in self.records.range(first.max(self.start)..=last) {
             if kind_at(o) == AckType::Gap && r.state != RecordState::Acquired {
                 continue;
@@ -482,6 +489,11 @@ mod tests {
         p.acknowledge("a", 0, 4, &[ACCEPT], false, 0).unwrap();
         assert_eq!(p.start(), 10);
         assert_eq!(p.in_flight(), 0);
+        // Finished records cannot be acknowledged again (Kafka's INVALID_RECORD_STATE).
+        assert_eq!(
+            p.acknowledge("a", 3, 12, &[ACCEPT], false, 0),
+            Err(AckError::NotAcquired(3))
+        );
     }
 
     #[test]
