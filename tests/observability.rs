@@ -559,6 +559,7 @@ fn exported_names() -> BTreeMap<String, BTreeSet<String>> {
     assert_eq!(c.produce("names", 0, batch(&["a"]), 1).0, 0);
     assert_eq!(c.produce("names", 0, batch(&["b"]), -1).0, 19);
     commit(&mut c, "names-group", "names", 0, 1);
+    let _share = share_traffic(&[broker.addr], "names", "names-share");
     let (_, m) = scrape(metrics);
     let mut names: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for s in m {
@@ -568,6 +569,53 @@ fn exported_names() -> BTreeMap<String, BTreeSet<String>> {
             .extend(s.labels.into_keys());
     }
     names
+}
+
+/// A share group `group` on partition 0 of `topic` across the brokers at `addrs`: a member
+/// joins (at the group coordinator), is handed records produced then, releases them and is
+/// handed them again, so every share family has series. The clients are returned to be
+/// kept open: the share partition stays loaded (and its gauges present) while its member's
+/// session lives.
+fn share_traffic(addrs: &[SocketAddr], topic: &str, group: &str) -> Vec<Client> {
+    use common::share::{acquired, heartbeat, share_ack, share_fetch, topic_id};
+    let mut clients: Vec<Client> = addrs.iter().map(|a| Client::connect(*a)).collect();
+    let t = eventually(60, "the topic's id", || {
+        Some(topic_id(&mut clients[0], topic)).filter(|id| !id.is_nil())
+    });
+    eventually(60, "a share group member to join", || {
+        // As clients do: FindCoordinator first (it creates __consumer_offsets).
+        let _: FindCoordinatorResponse = clients[0].send(
+            ApiKey::FindCoordinator,
+            3,
+            &FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.to_string())),
+        );
+        clients.iter_mut().find_map(|c| {
+            let r = heartbeat(c, group, "share-member", 0, Some(&[topic]));
+            (r.error_code == 0).then_some(())
+        })
+    });
+    // The partition's leader is where its share session and records are.
+    let leader = eventually(60, "the share partition's leader", || {
+        clients.iter_mut().position(|c| {
+            let r = share_fetch(c, group, "share-member", 0, t, &[], 0);
+            r.error_code == 0
+                && r.responses
+                    .iter()
+                    .flat_map(|x| &x.partitions)
+                    .all(|p| p.error_code == 0)
+        })
+    });
+    let c = &mut clients[leader];
+    assert_eq!(c.produce(topic, 0, batch(&["share-1", "share-2"]), 1).0, 0);
+    let r = share_fetch(c, group, "share-member", 1, t, &[], 5000);
+    let got = acquired(&r);
+    assert_eq!(got.len(), 1, "{got:?}");
+    let (first, last, _) = got[0];
+    let r = share_ack(c, group, "share-member", 2, t, &[(first, last, &[2])]);
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+    let r = share_fetch(c, group, "share-member", 3, t, &[], 5000);
+    assert_eq!(acquired(&r), [(first, last, 2)]);
+    clients
 }
 
 /// Grafana's variables replaced by values PromQL accepts.
@@ -1297,6 +1345,14 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
         let active = prom.scalar("sum(kafka_controller_kafkacontroller_activecontrollercount)");
         (all == Some(n) && active == Some(1.0)).then_some(())
     });
+    // A share group, for the share panels, on a topic of its own (one replica, so its
+    // min.insync.replicas is 1: the cluster's 2 would count it under min ISR, as Kafka does).
+    let addrs: Vec<SocketAddr> = external.iter().map(|a| a.parse().unwrap()).collect();
+    let created =
+        Client::connect(addrs[0]).create_topic("compose-share", 1, &[("min.insync.replicas", "1")]);
+    assert_eq!(created, 0);
+    let _share = share_traffic(&addrs, "compose-share", "compose-share");
+
     // Producer ids are unique in the cluster: each broker's block comes from the controller.
     let mut producer_ids = BTreeSet::new();
     for addr in &external {

@@ -7,13 +7,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::share::{acquired, heartbeat, share_ack, share_fetch, topic_id};
 use common::{batch, Broker, Client};
-use kafka_protocol::messages::share_acknowledge_request::{
-    AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatchAck,
-};
-use kafka_protocol::messages::share_fetch_request::{
-    AcknowledgementBatch, FetchPartition, FetchTopic,
-};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -32,106 +27,6 @@ fn enable_share_groups(c: &mut Client) {
             .with_upgrade_type(1)]);
     let r: UpdateFeaturesResponse = c.send(ApiKey::UpdateFeatures, 1, &req);
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
-}
-
-fn heartbeat(
-    c: &mut Client,
-    group: &str,
-    member: &str,
-    epoch: i32,
-    topics: Option<&[&str]>,
-) -> ShareGroupHeartbeatResponse {
-    let req = ShareGroupHeartbeatRequest::default()
-        .with_group_id(GroupId(s(group)))
-        .with_member_id(s(member))
-        .with_member_epoch(epoch)
-        .with_subscribed_topic_names(topics.map(|t| t.iter().map(|n| common::name(n)).collect()));
-    c.send(ApiKey::ShareGroupHeartbeat, 1, &req)
-}
-
-fn topic_id(c: &mut Client, topic: &str) -> Uuid {
-    let req = MetadataRequest::default().with_topics(Some(vec![
-        metadata_request::MetadataRequestTopic::default().with_name(Some(common::name(topic))),
-    ]));
-    let r: MetadataResponse = c.send(ApiKey::Metadata, 12, &req);
-    r.topics[0].topic_id
-}
-
-/// (first, last, types) acknowledgement batches.
-type Acks<'a> = &'a [(i64, i64, &'a [i8])];
-
-fn share_fetch(
-    c: &mut Client,
-    group: &str,
-    member: &str,
-    epoch: i32,
-    topic: Uuid,
-    acks: Acks,
-    max_wait_ms: i32,
-) -> ShareFetchResponse {
-    let req = ShareFetchRequest::default()
-        .with_group_id(Some(GroupId(s(group))))
-        .with_member_id(Some(s(member)))
-        .with_share_session_epoch(epoch)
-        .with_max_wait_ms(max_wait_ms)
-        .with_min_bytes(1)
-        .with_max_bytes(1 << 20)
-        .with_max_records(500)
-        .with_batch_size(500)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic_id(topic)
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition_index(0)
-                .with_acknowledgement_batches(
-                    acks.iter()
-                        .map(|(f, l, t)| {
-                            AcknowledgementBatch::default()
-                                .with_first_offset(*f)
-                                .with_last_offset(*l)
-                                .with_acknowledge_types(t.to_vec())
-                        })
-                        .collect(),
-                )])]);
-    c.send(ApiKey::ShareFetch, 1, &req)
-}
-
-fn share_ack(
-    c: &mut Client,
-    group: &str,
-    member: &str,
-    epoch: i32,
-    topic: Uuid,
-    acks: Acks,
-) -> ShareAcknowledgeResponse {
-    let req = ShareAcknowledgeRequest::default()
-        .with_group_id(Some(GroupId(s(group))))
-        .with_member_id(Some(s(member)))
-        .with_share_session_epoch(epoch)
-        .with_topics(vec![AcknowledgeTopic::default()
-            .with_topic_id(topic)
-            .with_partitions(vec![AcknowledgePartition::default()
-                .with_partition_index(0)
-                .with_acknowledgement_batches(
-                    acks.iter()
-                        .map(|(f, l, t)| {
-                            AckBatchAck::default()
-                                .with_first_offset(*f)
-                                .with_last_offset(*l)
-                                .with_acknowledge_types(t.to_vec())
-                        })
-                        .collect(),
-                )])]);
-    c.send(ApiKey::ShareAcknowledge, 1, &req)
-}
-
-/// The acquired ranges of a ShareFetch answer: (first, last, delivery count).
-fn acquired(r: &ShareFetchResponse) -> Vec<(i64, i64, i16)> {
-    r.responses
-        .iter()
-        .flat_map(|t| &t.partitions)
-        .flat_map(|p| &p.acquired_records)
-        .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
-        .collect()
 }
 
 fn partition_codes(r: &ShareFetchResponse) -> Vec<(i16, i16)> {
@@ -878,4 +773,63 @@ fn share_group_offsets_are_altered_and_deleted() {
     assert_eq!(r.topics[0].partitions[0].error_code, 0);
     let r = alter_share_offsets(&mut c, "classic", "reset", &[(0, 0)]);
     assert_eq!(r.error_code, ResponseError::GroupIdNotFound.code());
+}
+
+/// Share groups' metrics: acknowledgements by type, records delivered again, and the
+/// share partition's records in flight and acquired now.
+#[test]
+fn share_metrics_count_what_happened() {
+    let metrics: std::net::SocketAddr = format!("127.0.0.1:{}", common::free_port())
+        .parse()
+        .unwrap();
+    let listener = format!("metrics.listener={metrics}");
+    let (b, mut c, t) = setup(&[listener.as_str()], "metered");
+    let mut a = b.client();
+    let mut bb = b.client();
+    share_fetch(&mut a, "g", "member-a", 0, t, &[], 0);
+    share_fetch(&mut bb, "g", "member-b", 0, t, &[], 0);
+    assert_eq!(
+        c.produce("metered", 0, batch(&["0", "1", "2", "3"]), -1).0,
+        0
+    );
+    let r = share_fetch(&mut a, "g", "member-a", 1, t, &[], 5000);
+    assert_eq!(acquired(&r), [(0, 3, 1)]);
+    // ACCEPT 0 and 3, RELEASE 1, REJECT 2; member-b gets 1 again.
+    let r = share_ack(&mut a, "g", "member-a", 2, t, &[(0, 3, &[1, 2, 3, 1])]);
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+    let r = share_fetch(&mut bb, "g", "member-b", 1, t, &[], 5000);
+    assert_eq!(acquired(&r), [(1, 1, 2)]);
+
+    let (status, text) = common::http_get(metrics, "/metrics");
+    assert_eq!(status, 200);
+    let value = |name: &str, labels: &[(&str, &str)]| {
+        common::metric_value(&text, name, labels)
+            .unwrap_or_else(|| panic!("{name} {labels:?} missing"))
+    };
+    let at = [("group", "g"), ("topic", "metered")];
+    let acks = "kafka_server_sharegroupmetrics_recordacknowledgements_total";
+    for (kind, n) in [
+        ("accept", 2.0),
+        ("release", 1.0),
+        ("reject", 1.0),
+        ("renew", 0.0),
+    ] {
+        assert_eq!(value(acks, &[at[0], at[1], ("acktype", kind)]), n, "{kind}");
+    }
+    assert_eq!(value("cairn_share_records_redelivered_total", &at), 1.0);
+    assert_eq!(
+        value(
+            "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total",
+            &at
+        ),
+        0.0
+    );
+    let p0 = [at[0], at[1], ("partition", "0")];
+    assert_eq!(value("cairn_share_partition_acquired_records", &p0), 1.0);
+    assert!(
+        value(
+            "kafka_server_sharepartitionmetrics_inflightmessagecount",
+            &p0
+        ) >= 1.0
+    );
 }

@@ -1,5 +1,5 @@
 //! Gauges computed from the broker's state at scrape time: replica and controller counts,
-//! partition offsets and sizes, consumer groups with their lag, and the transaction
+//! partition offsets and sizes, consumer groups with their lag, share groups' records, and the transaction
 //! coordinator's transactions. Nothing here is kept
 //! between scrapes, so a deleted topic or group simply stops appearing.
 
@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use prometheus::core::Collector;
 use prometheus::proto::MetricFamily;
-use prometheus::{IntGauge, IntGaugeVec, Opts};
+use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
 use crate::broker::Broker;
 use crate::topics::Topic;
@@ -51,8 +51,83 @@ pub fn families(broker: &Broker) -> Vec<MetricFamily> {
         })
         .collect();
     group_gauges(&mut out, broker, &hw, partition_series);
+    share_families(&mut out, broker);
     transaction_gauges(&mut out, broker);
     out
+}
+
+/// Share groups (KIP-932) on this broker, under the names Kafka's JMX exporter gives its
+/// `SharePartitionMetrics` and `ShareGroupMetrics` (labels: group, topic, partition, ack
+/// type), and the records acquired now and delivered again, which Kafka does not export.
+fn share_families(out: &mut Vec<MetricFamily>, broker: &Broker) {
+    let name = |id| broker.catalog.get_by_id(id).map(|t| t.name.clone());
+    let gauges = broker.shares.gauges();
+    for (family, help, acquired) in [
+        (
+            "kafka_server_sharepartitionmetrics_inflightmessagecount",
+            "Records of the share partition in flight: acquired, or available again after a delivery",
+            false,
+        ),
+        (
+            "cairn_share_partition_acquired_records",
+            "Records of the share partition held by a member now",
+            true,
+        ),
+    ] {
+        gauge_vec(out, family, help, &["group", "topic", "partition"], |v| {
+            for g in &gauges {
+                if let Some(topic) = name(g.tp.0) {
+                    let n = if acquired { g.acquired } else { g.in_flight };
+                    v.with_label_values(&[&g.group, &topic, &g.tp.1.to_string()])
+                        .set(n as i64);
+                }
+            }
+        });
+    }
+    let stats = broker.shares.stats();
+    let acks = IntCounterVec::new(
+        Opts::new(
+            "kafka_server_sharegroupmetrics_recordacknowledgements_total",
+            "Records acknowledged by share group members, by acknowledge type",
+        ),
+        &["group", "topic", "acktype"],
+    )
+    .expect("valid metric");
+    let per_topic = |family: &str, help: &str| {
+        IntCounterVec::new(Opts::new(family, help), &["group", "topic"]).expect("valid metric")
+    };
+    let timeouts = per_topic(
+        "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total",
+        "Records whose acquisition lock ran out before they were acknowledged",
+    );
+    let again = per_topic(
+        "cairn_share_records_redelivered_total",
+        "Records delivered to a share group member again (delivery count above 1)",
+    );
+    for (group, id, s) in &stats {
+        let Some(topic) = name(*id) else { continue };
+        for (kind, n) in [
+            ("accept", s.accepted),
+            ("release", s.released),
+            ("reject", s.rejected),
+            ("renew", s.renewed),
+        ] {
+            acks.with_label_values(&[group, &topic, kind]).inc_by(n);
+        }
+        timeouts
+            .with_label_values(&[group, &topic])
+            .inc_by(s.lock_timeouts);
+        again
+            .with_label_values(&[group, &topic])
+            .inc_by(s.redelivered);
+    }
+    for f in [acks, timeouts, again] {
+        out.extend(
+            f.collect()
+                .into_iter()
+                .filter(|f| !f.get_metric().is_empty()),
+        );
+    }
 }
 
 /// The transaction coordinator: the ids it holds by state, every state listed (Kafka has no

@@ -113,6 +113,32 @@ struct Entry {
 struct Inner {
     partitions: HashMap<(String, Uuid, i32), Entry>,
     sessions: HashMap<(String, String), Session>,
+    /// Counters per (group, topic id), for metrics; kept while this broker runs (a share
+    /// partition unloaded and loaded again counts on).
+    stats: HashMap<(String, Uuid), ShareStats>,
+}
+
+/// What happened to a group's records of one topic on this broker (metrics).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShareStats {
+    /// Records acknowledged, by type: ACCEPT, RELEASE, REJECT, RENEW.
+    pub accepted: u64,
+    pub released: u64,
+    pub rejected: u64,
+    pub renewed: u64,
+    /// Records acquired again (a delivery count above 1).
+    pub redelivered: u64,
+    /// Records whose acquisition lock ran out.
+    pub lock_timeouts: u64,
+}
+
+/// One share partition's records now (metrics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShareGauges {
+    pub group: String,
+    pub tp: TopicIdPartition,
+    pub in_flight: usize,
+    pub acquired: usize,
 }
 
 #[derive(Default)]
@@ -480,7 +506,12 @@ impl Shares {
         let expired = p.expire(now_ms);
         let moved = p.start() != start;
         let next = p.can_acquire(log_end).then(|| p.next_read());
+        if expired > 0 {
+            let stats = inner.stats.entry((group.to_string(), tp.0)).or_default();
+            stats.lock_timeouts += expired as u64;
+        }
         drop(inner);
+        let expired = expired > 0;
         if expired {
             self.released.notify_waiters();
         }
@@ -506,6 +537,15 @@ impl Shares {
             Some(e) => e.sp.acquire(member, batches, max_records, now_ms),
             None => Vec::new(),
         };
+        let again: i64 = got
+            .iter()
+            .filter(|a| a.deliveries > 1)
+            .map(|a| a.last - a.first + 1)
+            .sum();
+        if again > 0 {
+            let stats = inner.stats.entry((group.to_string(), tp.0)).or_default();
+            stats.redelivered += again as u64;
+        }
         tracing::debug!(group, member, ?got, "share records acquired");
         got
     }
@@ -535,6 +575,24 @@ impl Shares {
             trial.acknowledge(member, *first, *last, types, false, now_ms)?;
         }
         *p = trial;
+        let stats = inner.stats.entry((group.to_string(), tp.0)).or_default();
+        for (first, last, types) in batches {
+            let each = if types.len() == 1 {
+                last - first + 1
+            } else {
+                1
+            };
+            for t in types {
+                let n = each as u64;
+                match t {
+                    1 => stats.accepted += n,
+                    2 => stats.released += n,
+                    3 => stats.rejected += n,
+                    4 => stats.renewed += n,
+                    _ => {}
+                }
+            }
+        }
         drop(inner);
         // Released records can be fetched again at once.
         self.released.notify_waiters();
@@ -570,6 +628,7 @@ impl Shares {
             let mut inner = self.lock();
             inner.partitions.retain(|(g, _, _), _| g != group);
             inner.sessions.retain(|(g, _), _| g != group);
+            inner.stats.retain(|(g, _), _| g != group);
         }
         match self.persister.get() {
             Some(p) => p.delete(group, tps).await,
@@ -577,12 +636,29 @@ impl Shares {
         }
     }
 
-    /// Records in flight and acquired now, over every share partition (metrics).
-    pub fn counts(&self) -> (usize, usize) {
+    /// Every share partition this broker holds, with its records in flight and acquired.
+    pub fn gauges(&self) -> Vec<ShareGauges> {
         let inner = self.lock();
-        inner.partitions.values().fold((0, 0), |(f, a), e| {
-            (f + e.sp.in_flight(), a + e.sp.acquired())
-        })
+        inner
+            .partitions
+            .iter()
+            .map(|((group, t, p), e)| ShareGauges {
+                group: group.clone(),
+                tp: (*t, *p),
+                in_flight: e.sp.in_flight(),
+                acquired: e.sp.acquired(),
+            })
+            .collect()
+    }
+
+    /// The counters of every (group, topic id) this broker served.
+    pub fn stats(&self) -> Vec<(String, Uuid, ShareStats)> {
+        let inner = self.lock();
+        inner
+            .stats
+            .iter()
+            .map(|((g, t), s)| (g.clone(), *t, s.clone()))
+            .collect()
     }
 }
 

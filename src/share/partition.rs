@@ -380,21 +380,21 @@ impl SharePartition {
         any
     }
 
-    /// Releases every lock that expired by `now_ms`; true if any did.
-    pub fn expire(&mut self, now_ms: i64) -> bool {
+    /// Releases every lock that expired by `now_ms`: how many records' locks did.
+    pub fn expire(&mut self, now_ms: i64) -> usize {
         let limit = self.limits.delivery_count_limit;
-        let mut any = false;
+        let mut expired = 0;
         for r in self.records.values_mut() {
             if r.state == RecordState::Acquired && r.lock_until_ms <= now_ms {
                 r.state = released(r.deliveries, limit);
                 r.owner = None;
-                any = true;
+                expired += 1;
             }
         }
-        if any {
+        if expired > 0 {
             self.advance();
         }
-        any
+        expired
     }
 
     /// When the earliest lock expires, if any record is acquired.
@@ -507,8 +507,8 @@ mod tests {
         // Delivered a second time, to another member.
         assert_eq!(p.acquire("b", &[(0, 1)], 500, 10), vec![acq(0, 0, 2)]);
         // Its lock runs out: a third delivery, the last the limit allows.
-        assert!(!p.expire(1009));
-        assert!(p.expire(1010));
+        assert_eq!(p.expire(1009), 0);
+        assert!(p.expire(1010) > 0);
         assert_eq!(p.acquire("c", &[(0, 1)], 500, 2000), vec![acq(0, 0, 3)]);
         assert!(p.release_member("c"));
         // Archived: never delivered again, and the start moves past it.
@@ -570,8 +570,8 @@ mod tests {
             Err(AckError::Invalid(_))
         ));
         p.acknowledge("a", 0, 0, &[RENEW], true, 900).unwrap();
-        assert!(!p.expire(1500));
-        assert!(p.expire(1900));
+        assert_eq!(p.expire(1500), 0);
+        assert!(p.expire(1900) > 0);
         assert_eq!(p.acquire("a", &[(0, 0)], 500, 2000), vec![acq(0, 0, 2)]);
     }
 

@@ -2,6 +2,8 @@
 //! small blocking Kafka client built on kafka-protocol to talk to it.
 #![allow(dead_code)]
 
+pub mod share;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
