@@ -12,6 +12,9 @@
 //    offsets equal the end offsets (lag 0), and it can be deleted.
 // 5. Exactly once (eos.go): GroupTransactSession members copy a topic, one is killed
 //    mid-run and restarted; read_committed, the copy equals the input.
+// 6. Share groups (share.go, KIP-932): two share consumers of one group accept, release
+//    and reject records of a topic written before the group (share.auto.offset.reset set
+//    as a group config); each record is finished exactly once.
 //
 // Prints "PASS name" / "FAIL name: reason" lines, then exactly one line
 // "franz-go: N passed, M failed"; exits non-zero if M > 0.
@@ -303,5 +306,8 @@ func main() {
 
 	// 5. exactly once
 	check("eos-group-transact-session-member-killed", checkEOS(ctx, *boot, adm, run))
+
+	// 6. share groups
+	check("share-group-consumers", checkShare(ctx, *boot, admin, adm, run))
 	finish()
 }

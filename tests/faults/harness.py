@@ -11,6 +11,9 @@ checker over what was acknowledged and what is read back:
 - a consumer group's committed offsets survive kill -9 of its coordinator;
 - a KIP-848 group's running member keeps its member id, epoch and partitions through kill -9
   of its coordinator, and keeps reading;
+- a share group (KIP-932) of two console share consumers delivers every acknowledged record
+  through kill -9 of its share coordinator and of its share partition's leader, none more
+  often than the delivery count limit;
 - kafka-reassign-partitions moves every partition off a broker and back (a replica copied
   from scratch) under load, and every broker's metadata shows the targets;
 - an unclean election on a second topic (unclean.leader.election.enable, two replicas)
@@ -737,6 +740,124 @@ async def kill_consumer_coordinator(c, prod):
     await c.wait_healthy("the KIP-848 coordinator's restart")
 
 
+SHARE_CONSOLE = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"
+CONFIG_CMD = "org.apache.kafka.tools.ConfigCommand"
+SHARE_STATE_TOPIC = "__share_group_state"
+SHARE_STATE_PARTITIONS = 50
+SHARE_DELIVERY_LIMIT = 5
+
+
+def java_partition(key, n):
+    """Kafka's Utils.abs(key.hashCode()) % n (Java's String.hashCode over UTF-16)."""
+    h = 0
+    units = key.encode("utf-16-be")
+    for k in range(0, len(units), 2):
+        h = (h * 31 + int.from_bytes(units[k:k + 2], "big")) & 0xFFFFFFFF
+    if h >= 2 ** 31:
+        h -= 2 ** 32
+    return (0 if h == -2 ** 31 else abs(h)) % n
+
+
+async def topic_id(c, env):
+    out = await run([str(KAFKA_RUN), "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", c.bootstrap(),
+                     "--describe", "--topic", TOPIC], timeout=120, env=env)
+    m = re.search(r"TopicId:\s*(\S+)", out)
+    if not m:
+        raise Failure(f"no topic id for {TOPIC}: {out[:300]}")
+    return m.group(1)
+
+
+async def kill_share_coordinator(c, prod):
+    """A share group (KIP-932) of two kafka-console-share-consumers reads TOPIC from its start
+    (share.auto.offset.reset=earliest, a group config) through kill -9 of the share
+    coordinator of its share partition TOPIC-0 (the leader of that key's __share_group_state
+    partition), then of TOPIC-0's leader. Share-partition state is persisted there, so no
+    record is lost: every record acknowledged to the producer by the end is delivered to
+    one of the consumers, and none more often than the delivery count limit (records a
+    consumer held when its broker died come back, with their delivery count up)."""
+    group = f"faults-share-{int(time.time())}"
+    env = dict(os.environ, KAFKA_VERSION=KAFKA_REF_VERSION)
+    await run([str(ROOT / "compat-tests" / "java" / "setup.sh")], timeout=900, env=env)
+    await run([str(KAFKA_RUN), CONFIG_CMD, "--bootstrap-server", c.bootstrap(), "--alter", "--entity-type",
+               "groups", "--entity-name", group, "--add-config", "share.auto.offset.reset=earliest"],
+              timeout=120, env=env)
+    outs = [c.dir / f"{group}-{k}.out" for k in range(2)]
+    consumers = [subprocess_popen(
+        [str(KAFKA_RUN), SHARE_CONSOLE, "--bootstrap-server", c.bootstrap(), "--topic", TOPIC, "--group", group,
+         "--formatter-property", "print.partition=true", "--formatter-property", "print.offset=true"],
+        open(o, "wb"), env) for o in outs]
+
+    def delivered():
+        counts = {}
+        for o in outs:
+            try:
+                text = o.read_text(errors="replace")
+            except FileNotFoundError:
+                continue
+            for m in re.finditer(r"^Partition:(\d+)\s+Offset:(\d+)\s", text, re.M):
+                k = (int(m.group(1)), int(m.group(2)))
+                counts[k] = counts.get(k, 0) + 1
+        return counts
+
+    def stop(p):
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.wait(30)
+        except Exception:
+            os.killpg(p.pid, signal.SIGKILL)
+
+    async def kill_and_restart(i, what):
+        await c.kill(i)
+        await asyncio.sleep(SESSION_MS / 1000 + 2)
+        await prod.wait_acks(50)
+        c.start(i)
+        await c.wait_healthy(f"the restart of {what}")
+
+    try:
+        deadline = time.time() + 120
+        while len(delivered()) < 500:
+            if time.time() > deadline:
+                raise Failure(f"share group {group}: {len(delivered())} records delivered in 120s")
+            await asyncio.sleep(1)
+        key = f"{group}:{await topic_id(c, env)}:0"
+        state_partition = java_partition(key, SHARE_STATE_PARTITIONS)
+        coordinator = -1
+        for i in NODES:
+            coordinator = (await c.view(i, SHARE_STATE_TOPIC)).get(state_partition, (-1,))[0]
+            if coordinator > 0:
+                break
+        if coordinator <= 0:
+            raise Failure(f"{SHARE_STATE_TOPIC}-{state_partition} (share state of {key}) has no leader")
+        log(f"fault: kill -9 node {coordinator}, share coordinator of {key} "
+            f"({SHARE_STATE_TOPIC}-{state_partition}); {len(delivered())} records delivered so far")
+        await kill_and_restart(coordinator, "the share coordinator")
+        leader = await c.leader(0)
+        log(f"fault: kill -9 node {leader}, leader of {TOPIC}-0 (its share partition); "
+            f"{len(delivered())} records delivered so far")
+        await kill_and_restart(leader, "the share partition's leader")
+        wanted = set(prod.acked)
+        deadline = time.time() + 240
+        while True:
+            got = delivered()
+            missing = sorted(k for k in wanted if k not in got)
+            if not missing:
+                break
+            if time.time() > deadline:
+                raise Failure(f"share group {group}: {len(missing)} of {len(wanted)} acknowledged records were "
+                              f"never delivered within 240s, first {missing[:5]}")
+            await asyncio.sleep(2)
+        over = sorted((k, n) for k, n in got.items() if n > SHARE_DELIVERY_LIMIT)
+        if over:
+            raise Failure(f"share group {group}: records delivered more than {SHARE_DELIVERY_LIMIT} times: {over[:5]}")
+        again = sum(n - 1 for n in got.values())
+        log(f"share group {group}: all {len(wanted)} acknowledged records delivered, {again} deliveries again "
+            f"after the kills, none over the limit")
+    finally:
+        for p in consumers:
+            await asyncio.to_thread(stop, p)
+
+
 UNCLEAN_TOPIC = "faults-unclean"
 
 
@@ -1195,7 +1316,8 @@ TXN_FAULTS = [kill_txn_coordinator, kill_txn_coordinator_committing, kill_txn_le
 
 
 FAULTS = [kill_leader, kill_controller, cut_follower, cut_leader, lose_two, stop_leader, rolling_restart,
-          kill_coordinator, kill_consumer_coordinator] + TXN_FAULTS + [reassign, unclean_election]
+          kill_coordinator, kill_consumer_coordinator, kill_share_coordinator] + TXN_FAULTS + [reassign,
+                                                                                                unclean_election]
 
 
 # ---- checks ------------------------------------------------------------------------------
