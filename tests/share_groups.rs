@@ -18,13 +18,14 @@ fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
-fn enable_share_groups(c: &mut Client) {
+/// UpdateFeatures of `share.version` to `level` (upgrade type 1 upgrade, 2 safe downgrade).
+fn set_share_version(c: &mut Client, level: i16, upgrade_type: i8) {
     let req = UpdateFeaturesRequest::default()
         .with_timeout_ms(30_000)
         .with_feature_updates(vec![update_features_request::FeatureUpdateKey::default()
             .with_feature(s("share.version"))
-            .with_max_version_level(1)
-            .with_upgrade_type(1)]);
+            .with_max_version_level(level)
+            .with_upgrade_type(upgrade_type)]);
     let r: UpdateFeaturesResponse = c.send(ApiKey::UpdateFeatures, 1, &req);
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
 }
@@ -74,19 +75,12 @@ fn share_groups_are_switched_by_share_version() {
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);
     assert_eq!(r.member_epoch, 1);
 
-    let off = UpdateFeaturesRequest::default()
-        .with_timeout_ms(30_000)
-        .with_feature_updates(vec![update_features_request::FeatureUpdateKey::default()
-            .with_feature(s("share.version"))
-            .with_max_version_level(0)
-            .with_upgrade_type(2)]);
-    let r: UpdateFeaturesResponse = c.send(ApiKey::UpdateFeatures, 1, &off);
-    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    set_share_version(&mut c, 0, 2);
     assert!(!listed(&mut c));
     let r = heartbeat(&mut c, "g", "m2", 0, Some(&["t"]));
     assert_eq!(r.error_code, ResponseError::UnsupportedVersion.code());
 
-    enable_share_groups(&mut c);
+    set_share_version(&mut c, 1, 1);
     assert!(listed(&mut c));
     let r = heartbeat(&mut c, "g", "m2", 0, Some(&["t"]));
     assert_eq!(r.error_code, 0, "{:?}", r.error_message);

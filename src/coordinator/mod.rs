@@ -167,6 +167,18 @@ struct Inner {
 }
 
 impl Inner {
+    /// Whether `group_id` is a classic or KIP-848 group, or has offsets, rather than a
+    /// share group: the share APIs then answer GROUP_ID_NOT_FOUND.
+    fn held_by_other_type(&self, group_id: &str) -> bool {
+        let other = self.consumers.contains_key(group_id)
+            || self
+                .groups
+                .get(group_id)
+                .is_some_and(|g| g.state != GroupState::Dead)
+            || self.offsets.contains_key(group_id);
+        other && !self.shares.contains_key(group_id)
+    }
+
     /// Every group id with a live classic group, a KIP-848 group or offsets, in order.
     fn ids(&self) -> BTreeSet<&str> {
         let dead = |id: &str| {
@@ -959,13 +971,7 @@ impl Coordinator {
             );
         }
         let mut inner = self.lock();
-        let other = inner.consumers.contains_key(group_id)
-            || inner
-                .groups
-                .get(group_id)
-                .is_some_and(|g| g.state != GroupState::Dead)
-            || inner.offsets.contains_key(group_id);
-        if other && !inner.shares.contains_key(group_id) {
+        if inner.held_by_other_type(group_id) {
             let r = refuse(
                 ResponseError::GroupIdNotFound,
                 format!("Group {group_id} is not a share group."),
@@ -1018,13 +1024,7 @@ impl Coordinator {
         self.route(group_id).map_err(|e| (e, e.to_string()))?;
         let written = {
             let mut inner = self.lock();
-            let other = inner.consumers.contains_key(group_id)
-                || inner
-                    .groups
-                    .get(group_id)
-                    .is_some_and(|g| g.state != GroupState::Dead)
-                || inner.offsets.contains_key(group_id);
-            if other && !inner.shares.contains_key(group_id) {
+            if inner.held_by_other_type(group_id) {
                 return Err((
                     ResponseError::GroupIdNotFound,
                     format!("Group {group_id} is not a share group."),

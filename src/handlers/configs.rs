@@ -223,41 +223,36 @@ pub async fn alter(
 ) -> AlterConfigsResponse {
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in &req.resources {
+        // AlterConfigs replaces the whole set of a topic's or group's configs.
+        let configs: BTreeMap<String, String> = r
+            .configs
+            .iter()
+            .filter_map(|c| {
+                c.value
+                    .as_ref()
+                    .map(|v| (c.name.to_string(), v.to_string()))
+            })
+            .collect();
+        let name = r.resource_name.as_str();
         let result = match r.resource_type {
-            RESOURCE_TOPIC => {
-                // AlterConfigs replaces the whole set of overrides.
-                let configs: BTreeMap<String, String> = r
-                    .configs
-                    .iter()
-                    .filter_map(|c| {
-                        c.value
-                            .as_ref()
-                            .map(|v| (c.name.to_string(), v.to_string()))
-                    })
-                    .collect();
+            RESOURCE_TOPIC | RESOURCE_GROUP => {
                 // Serialised with IncrementalAlterConfigs, whose read-modify-write would
                 // otherwise write back a set read before this replacement.
                 let _serialised = broker.catalog.config_changes.lock().await;
-                broker
-                    .set_topic_configs(r.resource_name.as_str(), configs, req.validate_only)
-                    .await
+                match r.resource_type {
+                    RESOURCE_TOPIC => {
+                        broker
+                            .set_topic_configs(name, configs, req.validate_only)
+                            .await
+                    }
+                    _ => {
+                        broker
+                            .set_group_configs(name, configs, req.validate_only)
+                            .await
+                    }
+                }
             }
-            RESOURCE_BROKER => Err(refuse_broker(broker, r.resource_name.as_str())),
-            RESOURCE_GROUP => {
-                let configs = r
-                    .configs
-                    .iter()
-                    .filter_map(|c| {
-                        c.value
-                            .as_ref()
-                            .map(|v| (c.name.to_string(), v.to_string()))
-                    })
-                    .collect();
-                let _serialised = broker.catalog.config_changes.lock().await;
-                broker
-                    .set_group_configs(r.resource_name.as_str(), configs, req.validate_only)
-                    .await
-            }
+            RESOURCE_BROKER => Err(refuse_broker(broker, name)),
             other => Err(Error::InvalidRequest(format!(
                 "config resource type {other} is not supported"
             ))),

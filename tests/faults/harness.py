@@ -671,6 +671,16 @@ def lines_in(path):
         return 0
 
 
+def stop_consumer(p):
+    """SIGTERM: a console consumer leaves its group (epoch -1) and exits; SIGKILL after 30s."""
+    if p.poll() is None:
+        os.killpg(p.pid, signal.SIGTERM)
+    try:
+        p.wait(30)
+    except Exception:
+        os.killpg(p.pid, signal.SIGKILL)
+
+
 async def kill_consumer_coordinator(c, prod):
     """A KIP-848 group (group.protocol=consumer) keeps its members through kill -9 of its
     coordinator: its state is replicated in __consumer_offsets, so the running consumers
@@ -690,15 +700,6 @@ async def kill_consumer_coordinator(c, prod):
     def read():
         return sum(lines_in(c.dir / f"{group}-{i}.out") for i in range(len(consumers)))
 
-    def stop(p):
-        # SIGTERM: the consumer leaves its group (epoch -1) and exits
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
-        try:
-            p.wait(30)
-        except Exception:
-            os.killpg(p.pid, signal.SIGKILL)
-
     async def stable(n, timeout=120, other_than=None):
         deadline = time.time() + timeout
         while True:
@@ -715,7 +716,7 @@ async def kill_consumer_coordinator(c, prod):
         for n in (1, 2, 3):
             start_consumer()
             await stable(n)
-        await asyncio.to_thread(stop, consumers[-1])
+        await asyncio.to_thread(stop_consumer, consumers[-1])
         coordinator, _, epoch, members = await stable(2)
         log(f"fault: kill -9 node {coordinator}, coordinator of KIP-848 group {group} "
             f"(group epoch {epoch}, members {members})")
@@ -735,7 +736,7 @@ async def kill_consumer_coordinator(c, prod):
             f"the consumers read {read() - read_at_kill} more records")
     finally:
         for p in consumers:
-            await asyncio.to_thread(stop, p)
+            await asyncio.to_thread(stop_consumer, p)
     c.start(coordinator)
     await c.wait_healthy("the KIP-848 coordinator's restart")
 
@@ -799,14 +800,6 @@ async def kill_share_coordinator(c, prod):
                 counts[k] = counts.get(k, 0) + 1
         return counts
 
-    def stop(p):
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
-        try:
-            p.wait(30)
-        except Exception:
-            os.killpg(p.pid, signal.SIGKILL)
-
     async def kill_and_restart(i, what):
         await c.kill(i)
         await asyncio.sleep(SESSION_MS / 1000 + 2)
@@ -855,7 +848,7 @@ async def kill_share_coordinator(c, prod):
             f"after the kills, none over the limit")
     finally:
         for p in consumers:
-            await asyncio.to_thread(stop, p)
+            await asyncio.to_thread(stop_consumer, p)
 
 
 UNCLEAN_TOPIC = "faults-unclean"
