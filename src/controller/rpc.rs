@@ -112,6 +112,9 @@ pub enum BrokerReply {
         is_caught_up: bool,
         is_fenced: bool,
         should_shut_down: bool,
+        /// The metadata offset the controller had applied when it answered (the broker's
+        /// lease holds again once it has applied as much).
+        metadata_offset: i64,
     },
     TopicCreated {
         id: Uuid,

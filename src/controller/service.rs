@@ -608,21 +608,31 @@ impl ControllerNode {
     /// BrokerHeartbeat: keeps the session, unfences a caught-up broker, moves leaderships
     /// off one that shuts down.
     async fn heartbeat(&self, hb: Heartbeat) -> Result<BrokerReply, BrokerReply> {
-        self.decide(|image, active| {
-            let (answer, rs) = active.sessions.heartbeat(image, &hb, Instant::now());
-            if let Some(e) = answer.error {
-                return Err(BrokerReply::error(e));
-            }
-            Ok((
-                BrokerReply::Heartbeat {
-                    is_caught_up: answer.is_caught_up,
-                    is_fenced: answer.is_fenced,
-                    should_shut_down: answer.should_shut_down,
-                },
-                rs,
-            ))
+        let answer = self
+            .decide(|image, active| {
+                let (answer, rs) = active.sessions.heartbeat(image, &hb, Instant::now());
+                if let Some(e) = answer.error {
+                    return Err(BrokerReply::error(e));
+                }
+                Ok((answer, rs))
+            })
+            .await?;
+        // The answer renews the broker's lease on what it coordinates: only a controller a
+        // quorum still follows may give it (one cut off from the other voters would keep a
+        // broker cut off with it coordinating after the others moved its partitions).
+        self.raft
+            .ensure_linearizable()
+            .await
+            .map_err(|_| BrokerReply::NotController {
+                leader: self.leader(),
+            })?;
+        Ok(BrokerReply::Heartbeat {
+            is_caught_up: answer.is_caught_up,
+            is_fenced: answer.is_fenced,
+            should_shut_down: answer.should_shut_down,
+            // read after what this heartbeat decided was committed and applied
+            metadata_offset: self.image.borrow().offset,
         })
-        .await
     }
 
     /// CreateTopics: replicas as assigned, or spread round-robin over eligible brokers.

@@ -18,6 +18,9 @@
 //!   partition's ids into the coordinator. Until then requests for those ids get
 //!   COORDINATOR_LOAD_IN_PROGRESS; on other brokers, NOT_COORDINATOR (the coordinator asks
 //!   [`GroupLog::check`] before serving an id).
+//! - **Lease.** A broker whose [`Lease`] lapsed (no heartbeat accepted for the session
+//!   timeout) may have been fenced without hearing of it: it answers NOT_COORDINATOR for
+//!   every partition until the lease holds again.
 //! - The log is never cleaned (no compaction yet): it grows with every commit.
 
 use std::collections::HashMap;
@@ -37,6 +40,7 @@ use crate::controller::metadata::Image;
 use crate::coordinator::{Coordinated, GroupLog};
 use crate::error::{Error, Result};
 use crate::log::{AppendOptions, ReadUpTo};
+use crate::replication::Lease;
 use crate::storage::{GroupCf, GroupChange, MetaStore};
 use crate::topics::Topic;
 
@@ -71,6 +75,9 @@ pub struct CoordinatorPartitions {
     name: &'static str,
     coordinator: Arc<dyn Coordinated>,
     meta: Arc<dyn MetaStore>,
+    /// Lapsed, this broker may have been fenced and its partitions led elsewhere: it
+    /// answers NOT_COORDINATOR for all of them until the lease holds again.
+    lease: Arc<Lease>,
     /// The topic's id and partition count as last seen in the image.
     topic: Mutex<Option<(Uuid, usize)>>,
     slots: Mutex<HashMap<i32, Slot>>,
@@ -87,12 +94,14 @@ impl CoordinatorPartitions {
         name: &'static str,
         coordinator: Arc<dyn Coordinated>,
         meta: Arc<dyn MetaStore>,
+        lease: Arc<Lease>,
     ) -> Self {
         CoordinatorPartitions {
             me,
             name,
             coordinator,
             meta,
+            lease,
             topic: Mutex::new(None),
             slots: Mutex::new(HashMap::new()),
             writers: Mutex::new(HashMap::new()),
@@ -158,6 +167,12 @@ impl CoordinatorPartitions {
             self.coordinator
                 .unload(&|group| partition_for(group, n) == i);
         }
+    }
+
+    /// Partition `i`'s slot while the lease holds.
+    fn slot(&self, i: i32) -> Option<Slot> {
+        let slot = lock(&self.slots).get(&i).copied()?;
+        self.lease.holds().then_some(slot)
     }
 
     fn is(&self, i: i32, slot: Slot) -> bool {
@@ -369,11 +384,7 @@ impl GroupLog for CoordinatorPartitions {
         let Some(n) = self.count() else {
             return Err(ResponseError::NotCoordinator);
         };
-        match lock(&self.slots).get(&partition_for(id, n)) {
-            Some(Slot::Loaded(_)) => Ok(()),
-            Some(Slot::Loading(_)) => Err(ResponseError::CoordinatorLoadInProgress),
-            None => Err(ResponseError::NotCoordinator),
-        }
+        self.check_partition(partition_for(id, n))
     }
 
     fn partition_of(&self, id: &str) -> Option<i32> {
@@ -381,7 +392,7 @@ impl GroupLog for CoordinatorPartitions {
     }
 
     fn check_partition(&self, partition: i32) -> std::result::Result<(), ResponseError> {
-        match lock(&self.slots).get(&partition) {
+        match self.slot(partition) {
             Some(Slot::Loaded(_)) => Ok(()),
             Some(Slot::Loading(_)) => Err(ResponseError::CoordinatorLoadInProgress),
             None => Err(ResponseError::NotCoordinator),
@@ -390,8 +401,8 @@ impl GroupLog for CoordinatorPartitions {
 
     fn epoch(&self, id: &str) -> Option<i32> {
         let n = self.count()?;
-        match lock(&self.slots).get(&partition_for(id, n)) {
-            Some(Slot::Loaded(e)) => Some(*e),
+        match self.slot(partition_for(id, n)) {
+            Some(Slot::Loaded(e)) => Some(e),
             _ => None,
         }
     }

@@ -15,10 +15,12 @@
 
 pub mod coordinated;
 mod fetcher;
+mod lease;
 pub mod markers;
 mod peer;
 mod share_persister;
 
+pub use lease::Lease;
 pub use markers::verify_remote;
 pub use share_persister::SharePersister;
 
@@ -117,6 +119,8 @@ pub struct Cluster {
     /// the requests waiting for their change to reach the local catalog.
     applied: watch::Sender<i64>,
     fetchers: Mutex<HashMap<i32, watch::Sender<FetchWork>>>,
+    /// Held while the controller keeps this broker's session: what it coordinates.
+    lease: Arc<Lease>,
     /// Set once controlled shutdown is done (or given up).
     shut_down: watch::Sender<bool>,
     want_shut_down: watch::Sender<bool>,
@@ -142,11 +146,17 @@ pub enum CoordinatorKind {
 impl Cluster {
     /// Starts membership, metadata and ISR loops for `broker` over the local voter.
     pub fn start(node: Node, controller: Arc<ControllerNode>) -> Arc<Cluster> {
+        let applied = watch::channel(-1).0;
+        let lease = Arc::new(Lease::new(
+            Duration::from_millis(node.config.cluster.broker_session_timeout_ms),
+            applied.subscribe(),
+        ));
         let groups = Arc::new(coordinated::CoordinatorPartitions::new(
             node.id(),
             OFFSETS_TOPIC,
             node.groups.clone(),
             node.meta.clone(),
+            lease.clone(),
         ));
         node.groups.replicate_through(groups.clone());
         let txns = Arc::new(coordinated::CoordinatorPartitions::new(
@@ -154,6 +164,7 @@ impl Cluster {
             TXN_TOPIC,
             node.txns.clone(),
             node.meta.clone(),
+            lease.clone(),
         ));
         node.txns.replicate_through(txns.clone());
         let share_states = Arc::new(coordinated::CoordinatorPartitions::new(
@@ -161,6 +172,7 @@ impl Cluster {
             SHARE_STATE_TOPIC,
             node.share_states.clone(),
             node.meta.clone(),
+            lease.clone(),
         ));
         node.share_states.replicate_through(share_states.clone());
         let image = controller.image();
@@ -172,7 +184,8 @@ impl Cluster {
             client: ControllerClient::new(controller.clone(), &node.config.cluster.voters),
             epoch: AtomicI64::new(-1),
             incarnation: Uuid::new_v4(),
-            applied: watch::channel(-1).0,
+            applied,
+            lease,
             fetchers: Mutex::new(HashMap::new()),
             shut_down: watch::channel(false).0,
             want_shut_down: watch::channel(false).0,
@@ -277,10 +290,18 @@ impl Cluster {
                 want_fence: false,
                 want_shut_down: shutting_down,
             };
+            let sent = Instant::now();
             match self.client.call(req, CONTROLLER_TIMEOUT).await {
                 Some(BrokerReply::Heartbeat {
-                    should_shut_down, ..
+                    should_shut_down,
+                    is_fenced,
+                    metadata_offset,
+                    ..
                 }) => {
+                    match is_fenced {
+                        true => self.lease.lost(),
+                        false => self.lease.renewed(sent, metadata_offset),
+                    }
                     if should_shut_down {
                         tracing::info!("controlled shutdown done: this broker leads nothing");
                         self.shut_down.send_replace(true);
@@ -294,6 +315,7 @@ impl Cluster {
                     tracing::warn!(
                         "the controller no longer knows this broker's epoch; registering again"
                     );
+                    self.lease.lost();
                     self.epoch.store(-1, Ordering::Release);
                     continue;
                 }
@@ -906,6 +928,10 @@ impl Cluster {
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
         let leader =
             t.partitions[coordinated::partition_for(id, t.partitions.len()) as usize].leader;
+        if leader == self.node.id() && !self.lease.holds() {
+            // Possibly fenced, its partitions led elsewhere now: not the one to name.
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
         self.live_brokers(listener)
             .into_iter()
             .find(|b| b.0 == leader)
