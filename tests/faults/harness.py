@@ -9,6 +9,9 @@ checker over what was acknowledged and what is read back:
 - while two of three brokers are down, nothing is acknowledged;
 - after healing, every replica's log is identical (`cairn dump-log` of each stopped node);
 - a consumer group's committed offsets survive kill -9 of its coordinator;
+- a group coordinator cut off from the other brokers (not from clients) stops answering for
+  the group once its session could have ended, and the group commits through the new one
+  (Cairn only: Kafka's cut-off broker goes on answering from what it last knew);
 - a KIP-848 group's running member keeps its member id, epoch and partitions through kill -9
   of its coordinator, and keeps reading;
 - a share group (KIP-932) of two console share consumers delivers every acknowledged record
@@ -34,7 +37,8 @@ direction, and each node's controller.quorum.voters names the proxies towards th
     harness.py CAIRN_BINARY [--rounds N] [--seed S] [--keep] [--kafka]
 
 --kafka runs the same faults and checks against three Apache Kafka brokers from the Maven
-jars (the release compat-tests/kafka-ref/version.sh names), as a baseline; CAIRN_BINARY is then used for nothing else.
+jars (the release compat-tests/kafka-ref/version.sh names), as a baseline, except the ones in
+CAIRN_ONLY; CAIRN_BINARY is then used for nothing else.
 
 --rounds 1 (CI) runs every fault once; more rounds run them again in a random order, chasing
 whichever broker leads at the time. Exit status 0 only when every check holds.
@@ -49,6 +53,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import sys
 import tempfile
 import time
@@ -428,7 +433,7 @@ def subprocess_popen(argv, out, env):
     return subprocess.Popen(argv, stdout=out, stderr=out, env=env, start_new_session=True)
 
 
-async def run(argv, timeout=60, check=True, env=None, input=None):
+async def run(argv, timeout=60, check=True, env=None, input=None, stderr=False):
     p = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
                                              stderr=asyncio.subprocess.PIPE, env=env,
                                              stdin=asyncio.subprocess.PIPE if input is not None else None)
@@ -439,7 +444,7 @@ async def run(argv, timeout=60, check=True, env=None, input=None):
         raise Failure(f"{argv[0]} timed out after {timeout}s")
     if check and p.returncode != 0:
         raise Failure(f"{' '.join(map(str, argv))} failed ({p.returncode}): {err.decode()[-2000:]}")
-    return out.decode()
+    return (out.decode(), err.decode()) if stderr else out.decode()
 
 
 class Producer:
@@ -596,21 +601,26 @@ GROUP = "faults-group"
 GROUPS_CMD = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 
 
-async def consume_in_group(c, n):
+async def consume_in_group(c, n, bootstrap=None):
     """kafka-console-consumer in GROUP reads n records and exits, committing its position."""
-    await run([str(KAFKA_RUN), "org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server",
-               c.bootstrap(), "--topic", TOPIC, "--group", GROUP, "--max-messages", str(n),
-               "--consumer-property", "auto.offset.reset=earliest", "--timeout-ms", "60000"], timeout=120)
+    out, err = await run([str(KAFKA_RUN), "org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server",
+                          bootstrap or c.bootstrap(), "--topic", TOPIC, "--group", GROUP, "--max-messages", str(n),
+                          "--consumer-property", "auto.offset.reset=earliest", "--timeout-ms", "60000"],
+                         timeout=120, stderr=True, env=dict(os.environ, KAFKA_TOOLS_LOG_LEVEL="INFO"))
+    (c.dir / "consume.err").open("a").write(err)
+    if len(out.splitlines()) < n:
+        raise Failure(f"the console consumer in {GROUP} read {len(out.splitlines())} of {n} records: {err[-1500:]}")
 
 
-async def group_offsets(c, timeout=60):
+async def group_offsets(c, timeout=60, bootstrap=None):
     """(coordinator id, {partition: committed offset}) of GROUP as kafka-consumer-groups
     --describe shows them, retried while the group has no coordinator."""
     deadline = time.time() + timeout
+    bootstrap = bootstrap or c.bootstrap()
     while True:
-        state = await run([str(KAFKA_RUN), GROUPS_CMD, "--bootstrap-server", c.bootstrap(), "--describe",
+        state = await run([str(KAFKA_RUN), GROUPS_CMD, "--bootstrap-server", bootstrap, "--describe",
                            "--group", GROUP, "--state"], timeout=120, check=False)
-        out = await run([str(KAFKA_RUN), GROUPS_CMD, "--bootstrap-server", c.bootstrap(), "--describe",
+        out = await run([str(KAFKA_RUN), GROUPS_CMD, "--bootstrap-server", bootstrap, "--describe",
                          "--group", GROUP], timeout=120, check=False)
         coordinator = re.search(rf"^{GROUP}\s+\S+\s+\((\d+)\)", state, re.M)
         offsets = {int(m.group(1)): int(m.group(2))
@@ -646,6 +656,102 @@ async def kill_coordinator(c, prod):
     _, final = await group_offsets(c)
     if final != moved:
         raise Failure(f"offsets changed across the old coordinator's restart: {final} (before: {moved})")
+
+
+def kafka_call(port, api_key, version, body):
+    """One request (header v1, client id "faults") to 127.0.0.1:port; the response body."""
+    header = struct.pack(">hhi", api_key, version, 7) + kstr("faults")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        size = struct.unpack(">i", recv_exactly(s, 4))[0]
+        return recv_exactly(s, size)[4:]
+
+
+def recv_exactly(s, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise OSError("connection closed")
+        buf += chunk
+    return buf
+
+
+def kstr(v):
+    return struct.pack(">h", len(v)) + v.encode()
+
+
+def find_coordinator_at(port, group):
+    """FindCoordinator v0 asked of one broker: (error code, node id)."""
+    error, node = struct.unpack_from(">hi", kafka_call(port, 10, 0, kstr(group)))
+    return error, node
+
+
+def fetch_offsets_at(port, group, topic, partitions):
+    """OffsetFetch v1 asked of one broker: {partition: offset or ("error", code)}."""
+    body = kstr(group) + struct.pack(">i", 1) + kstr(topic) + struct.pack(">i", len(partitions))
+    body += b"".join(struct.pack(">i", p) for p in partitions)
+    r = kafka_call(port, 9, 1, body)
+    out, pos = {}, 4
+    name_len = struct.unpack_from(">h", r, pos)[0]
+    pos += 2 + name_len
+    (count,) = struct.unpack_from(">i", r, pos)
+    pos += 4
+    for _ in range(count):
+        partition, offset, meta_len = struct.unpack_from(">iqh", r, pos)
+        pos += 14 + max(meta_len, 0)
+        (error,) = struct.unpack_from(">h", r, pos)
+        pos += 2
+        out[partition] = ("error", error) if error else offset
+    return out
+
+
+NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE = 16, 15
+
+
+async def cut_coordinator(c, prod):
+    """A group coordinator cut off from the other brokers, not from clients, is fenced and
+    its __consumer_offsets partition led elsewhere, but it does not hear of that. It must
+    stop answering for the group once its session could have ended: a consumer that read
+    its committed offsets there would read the ones from before the cut while new commits
+    go to the new coordinator (a transactional copier then copies records twice). Kafka has
+    no such lease (its fenced broker answers from what it last knew), so this runs against
+    Cairn only. The commits meanwhile bootstrap from the other two brokers: the cut-off one
+    still hands out its stale metadata, as Kafka's does, and a client that keeps asking it
+    may take long to find the new coordinator (not what this fault is about)."""
+    await consume_in_group(c, 300)
+    coordinator, before = await group_offsets(c)
+    port = c.client[coordinator]
+    log(f"fault: cut the coordinator of group {GROUP} (node {coordinator}) off from the other brokers, "
+        f"not from clients; committed {before}")
+    c.isolate(coordinator)
+    await asyncio.sleep(SESSION_MS / 1000 + 1)
+
+    def zombie_answers(when):
+        error, node = find_coordinator_at(port, GROUP)
+        if error == 0 and node == coordinator:
+            raise Failure(f"node {coordinator}, cut off {when}, still names itself the coordinator of {GROUP}")
+        fetched = fetch_offsets_at(port, GROUP, TOPIC, sorted(before))
+        if any(v != ("error", NOT_COORDINATOR) for v in fetched.values()):
+            raise Failure(f"node {coordinator}, cut off {when}, answered OffsetFetch for {GROUP} with "
+                          f"{fetched} (not NOT_COORDINATOR)")
+        return error, node
+
+    found = zombie_answers("past the session timeout")
+    others = ",".join(f"127.0.0.1:{c.client[i]}" for i in NODES if i != coordinator)
+    await consume_in_group(c, 300, others)
+    new, moved = await group_offsets(c, bootstrap=others)
+    if new == coordinator or any(moved.get(p, -1) < before[p] for p in before) or \
+            sum(moved.values()) < sum(before.values()) + 300:
+        raise Failure(f"commits with node {coordinator} cut off: coordinator {new}, {moved} (before: {before})")
+    zombie_answers("after the commits through the new coordinator")
+    log(f"node {coordinator} cut off answered FindCoordinator with error {found[0]} (node {found[1]}) and "
+        f"OffsetFetch with NOT_COORDINATOR; new coordinator {new} took commits up to {moved}")
+    c.isolate(coordinator, False)
+    await c.wait_healthy("healing the old coordinator")
+    _, final = await group_offsets(c)
+    if final != moved:
+        raise Failure(f"offsets changed across healing the old coordinator: {final} (before: {moved})")
 
 
 async def describe_consumer_group(c, group):
@@ -1309,8 +1415,11 @@ TXN_FAULTS = [kill_txn_coordinator, kill_txn_coordinator_committing, kill_txn_le
 
 
 FAULTS = [kill_leader, kill_controller, cut_follower, cut_leader, lose_two, stop_leader, rolling_restart,
-          kill_coordinator, kill_consumer_coordinator, kill_share_coordinator] + TXN_FAULTS + [reassign,
-                                                                                                unclean_election]
+          kill_coordinator, cut_coordinator, kill_consumer_coordinator, kill_share_coordinator] + TXN_FAULTS + [
+              reassign, unclean_election]
+
+# What Cairn promises beyond Kafka: a coordinator cut off from the controller stops answering.
+CAIRN_ONLY = [cut_coordinator]
 
 
 # ---- checks ------------------------------------------------------------------------------
@@ -1463,6 +1572,9 @@ async def main():
         await copier.start()
         await copier.wait_progress(200, "starting")
         chosen = [f for f in FAULTS if not args.faults or f.__name__ in args.faults.split(",")]
+        if args.kafka and any(f in CAIRN_ONLY for f in chosen):
+            log(f"not run against Kafka (it does not claim them): {', '.join(f.__name__ for f in CAIRN_ONLY)}")
+            chosen = [f for f in chosen if f not in CAIRN_ONLY]
         for r in range(args.rounds):
             faults = chosen if r == 0 else random.sample(chosen, len(chosen))
             for f in faults:
