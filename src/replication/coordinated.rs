@@ -400,8 +400,11 @@ impl GroupLog for CoordinatorPartitions {
     }
 
     fn epoch(&self, id: &str) -> Option<i32> {
+        // Not the lease: this says which leadership the id's state belongs to. A transaction
+        // coordinator finishing a transaction gives up when it changes, and nothing would
+        // finish it on a broker whose lease lapsed without the partition moving.
         let n = self.count()?;
-        match self.slot(partition_for(id, n)) {
+        match lock(&self.slots).get(&partition_for(id, n)).copied() {
             Some(Slot::Loaded(e)) => Some(e),
             _ => None,
         }
