@@ -120,6 +120,14 @@ pub static KEYS: &[Key] = &[
         check: Check::OneOf(&["read_committed", "read_uncommitted"]),
         doc: "Controls how to read records written transactionally.",
     },
+    Key {
+        name: "share.renew.acknowledge.enable",
+        kind: Kind::Boolean,
+        broker_key: None,
+        default: "true",
+        check: Check::OneOf(&["true", "false"]),
+        doc: "Whether the renew acknowledge type is enabled for the share group.",
+    },
 ];
 
 pub fn lookup(name: &str) -> Option<&'static Key> {
@@ -248,6 +256,8 @@ pub struct GroupSettings {
     pub share_partition_max_record_locks: i64,
     pub share_auto_offset_reset: OffsetReset,
     pub share_read_committed: bool,
+    /// Members may renew their record locks (KIP-1222's RENEW acknowledgements).
+    pub share_renew_enabled: bool,
 }
 
 impl GroupSettings {
@@ -274,6 +284,9 @@ impl GroupSettings {
             share_auto_offset_reset: OffsetReset::parse(&value("share.auto.offset.reset"))
                 .unwrap_or(OffsetReset::Latest),
             share_read_committed: value("share.isolation.level").trim() == "read_committed",
+            share_renew_enabled: value("share.renew.acknowledge.enable")
+                .trim()
+                .eq_ignore_ascii_case("true"),
         }
     }
 }
@@ -333,10 +346,12 @@ mod tests {
         assert_eq!(none.share_auto_offset_reset, OffsetReset::Latest);
         assert_eq!(none.share_delivery_count_limit, 5);
         assert!(!none.share_read_committed);
+        assert!(none.share_renew_enabled);
         let o: BTreeMap<String, String> = [
             ("share.record.lock.duration.ms", "40000"),
             ("share.auto.offset.reset", "earliest"),
             ("share.isolation.level", "read_committed"),
+            ("share.renew.acknowledge.enable", "false"),
             ("consumer.session.timeout.ms", "50000"),
         ]
         .iter()
@@ -346,6 +361,7 @@ mod tests {
         assert_eq!(s.share_record_lock_ms, 40_000);
         assert_eq!(s.share_auto_offset_reset, OffsetReset::Earliest);
         assert!(s.share_read_committed);
+        assert!(!s.share_renew_enabled);
         assert_eq!(s.consumer_session_timeout, Duration::from_secs(50));
         assert_eq!(s.share_session_timeout, Duration::from_secs(45));
         assert_eq!(

@@ -7,7 +7,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::share::{acquired, heartbeat, share_ack, share_fetch, topic_id};
+use common::share::{
+    acquired, heartbeat, renew_ack, renew_fetch, share_ack, share_fetch, topic_id,
+};
 use common::{batch, Broker, Client};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -169,6 +171,76 @@ fn expired_locks_give_records_back() {
     let r = share_ack(&mut a, "g", "member-a", 2, t, &[(0, 1, &[1])]);
     assert_eq!(
         r.responses[0].partitions[0].error_code,
+        ResponseError::InvalidRecordState.code()
+    );
+}
+
+/// KIP-1222 (ShareFetch and ShareAcknowledge v2): renew requests keep a member's records
+/// locked well past the lock duration and fetch nothing; RENEW outside a renew request, a
+/// renew ShareFetch that asks for records, and renewals in a group that switched them off
+/// are refused with Kafka's codes.
+#[test]
+fn renew_requests_keep_records_locked() {
+    let (b, mut c, t) = setup(&["group.share.record.lock.duration.ms=3000"], "renew");
+    let mut a = b.client();
+    share_fetch(&mut a, "g", "member-a", 0, t, &[], 0);
+    assert_eq!(c.produce("renew", 0, batch(&["x", "y"]), -1).0, 0);
+    let r = share_fetch(&mut a, "g", "member-a", 1, t, &[], 5000);
+    assert_eq!(acquired(&r), [(0, 1, 1)]);
+    // RENEW in a request that is not a renew request.
+    let r = share_ack(&mut a, "g", "member-a", 2, t, &[(0, 1, &[4])]);
+    assert_eq!(
+        r.responses[0].partitions[0].error_code,
+        ResponseError::InvalidRequest.code()
+    );
+    // A renew ShareFetch that would wait for records.
+    let r = renew_fetch(&mut a, "g", "member-a", 3, t, &[(0, 1, &[4])], 500);
+    assert_eq!(r.error_code, ResponseError::InvalidRequest.code());
+
+    // member-b polls for three lock durations while member-a renews, by turns with
+    // ShareAcknowledge and ShareFetch v2, about every 500 ms.
+    let mut bb = b.client();
+    share_fetch(&mut bb, "g", "member-b", 0, t, &[], 0);
+    let (mut ea, mut eb) = (3, 1);
+    let until = Instant::now() + Duration::from_secs(9);
+    while Instant::now() < until {
+        if ea % 2 == 0 {
+            let r = renew_ack(&mut a, "g", "member-a", ea, t, &[(0, 1, &[4])]);
+            assert_eq!(r.response.error_code, 0);
+            assert_eq!(r.response.responses[0].partitions[0].error_code, 0);
+            assert_eq!(r.acquisition_lock_timeout_ms, 3000);
+        } else {
+            let r = renew_fetch(&mut a, "g", "member-a", ea, t, &[(0, 1, &[4])], 0);
+            assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+            assert_eq!(partition_codes(&r), [(0, 0)]);
+            assert!(acquired(&r).is_empty());
+        }
+        ea += 1;
+        let r = share_fetch(&mut bb, "g", "member-b", eb, t, &[], 500);
+        eb += 1;
+        assert!(acquired(&r).is_empty(), "member-b got {:?}", acquired(&r));
+    }
+    let r = share_ack(&mut a, "g", "member-a", ea, t, &[(0, 1, &[1])]);
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+    ea += 1;
+
+    // A group with share.renew.acknowledge.enable=false: INVALID_RECORD_STATE.
+    assert_eq!(
+        alter_group_configs(
+            &mut c,
+            "g",
+            &[("share.renew.acknowledge.enable", 0, Some("false"))],
+            false
+        )
+        .0,
+        0
+    );
+    assert_eq!(c.produce("renew", 0, batch(&["z"]), -1).0, 0);
+    let r = share_fetch(&mut a, "g", "member-a", ea, t, &[], 5000);
+    assert_eq!(acquired(&r), [(2, 2, 1)]);
+    let r = renew_ack(&mut a, "g", "member-a", ea + 1, t, &[(2, 2, &[4])]);
+    assert_eq!(
+        r.response.responses[0].partitions[0].error_code,
         ResponseError::InvalidRecordState.code()
     );
 }

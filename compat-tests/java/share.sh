@@ -13,7 +13,7 @@ check_share() {
   if ! client_at_least 4.2; then
     skip share "share groups are production-ready from Kafka 4.2 (KIP-932)"; return
   fi
-  # Kafka 4.4 is at level 2 (KIP-1222's renew acknowledgements) already; Cairn serves 1.
+  # Kafka 4.4 is at level 2 (share groups' dead-letter queues) already; Cairn serves 1.
   sv_level() { grep -oP "^Feature: share.version\s+SupportedMinVersion: 0\s+SupportedMaxVersion: [0-9]+\s+FinalizedVersionLevel: \K[0-9]+" "$WORK/$1.out"; }
   tool shfd0 org.apache.kafka.tools.FeatureCommand "${B[@]}" describe
   rc=0
@@ -28,8 +28,25 @@ check_share() {
     return
   fi
   check_share_consumers
+  check_share_renew
   check_share_console
   check_share_offsets
+}
+
+# KIP-1222 and KIP-1206 (ShareFetch and ShareAcknowledge v2, 4.4 clients): a member that
+# renews its record locks keeps its records past the lock duration while another member
+# reads the rest, and a record_limit member gets at most max.poll.records of one batch
+# (ShareRenew.java).
+check_share_renew() {
+  local t="cairn-jt-sharer-$RUN_ID" rc
+  if ! client_at_least 4.4; then
+    skip share-renew "RENEW acknowledgements and share.acquire.mode came with the 4.4 client"; return
+  fi
+  tool shrcreate $TOPICS "${B[@]}" --create --topic "$t" --partitions 1 --replication-factor 1; rc=$?
+  if [[ $rc -ne 0 ]]; then fail share-renew "could not create $t: $(why $rc shrcreate)"; return; fi
+  helper shr ShareRenew "$BOOTSTRAP" "cairn-jt-sharer-$RUN_ID" "$t" 90000; rc=$?
+  if [[ $rc -eq 0 ]] && grep -qx ok "$WORK/shr.out"; then pass share-renew
+  else fail share-renew "$(snip "$WORK/shr.out" 600) ($(why $rc shr))"; fi
 }
 
 # Three KafkaShareConsumers with explicit acknowledgement on one partition

@@ -32,6 +32,9 @@ use crate::log::ReadUpTo;
 use crate::share::partition::{AckError, Limits};
 use crate::share::{SessionStep, TopicIdPartition};
 use crate::topics::Partition;
+use crate::wire::newer::{
+    AcquireMode, ShareAcknowledge, ShareAcknowledgeReply, ShareFetch, ShareFetchReply,
+};
 
 /// Upper bound on a share fetch's wait, whatever the client asks.
 const SHARE_FETCH_WAIT_MS_MAX: u64 = 30_000;
@@ -87,13 +90,16 @@ fn check_request(
 }
 
 /// Applies one partition's acknowledgement batches and writes the state they leave: the
-/// AcknowledgeErrorCode to answer.
+/// AcknowledgeErrorCode to answer. `renew`: the request is a renew request (KIP-1222), the
+/// only kind that may carry RENEW acknowledgements.
 async fn apply_acks(
     broker: &Broker,
     group: &str,
     member: &str,
     tp: TopicIdPartition,
     batches: &[AckBatch],
+    renew: bool,
+    settings: &GroupSettings,
 ) -> Option<(ResponseError, String)> {
     if batches.is_empty() {
         return None;
@@ -101,9 +107,15 @@ async fn apply_acks(
     if let Err(e) = resolve(broker, tp) {
         return Some((e.response_error(), e.to_string()));
     }
+    if renew && !settings.share_renew_enabled {
+        return Some((
+            ResponseError::InvalidRecordState,
+            "Renewing acquisition locks is not enabled for the group.".into(),
+        ));
+    }
     if let Err(e) = broker
         .shares
-        .acknowledge(group, member, tp, batches, now_ms())
+        .acknowledge(group, member, tp, batches, renew, now_ms())
     {
         return Some(ack_error(&e));
     }
@@ -118,8 +130,21 @@ async fn apply_acks(
 pub async fn fetch(
     broker: &Arc<Broker>,
     ctx: &RequestContext<'_>,
-    req: ShareFetchRequest,
+    req: ShareFetch,
+) -> ShareFetchReply {
+    ShareFetchReply(share_fetch(broker, ctx, req).await)
+}
+
+async fn share_fetch(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: ShareFetch,
 ) -> ShareFetchResponse {
+    let ShareFetch {
+        request: req,
+        acquire_mode,
+        renew_ack,
+    } = req;
     let top = |e: ResponseError, msg: String| {
         ShareFetchResponse::default()
             .with_error_code(e.code())
@@ -133,6 +158,19 @@ pub async fn fetch(
         Ok(ok) => ok,
         Err((e, msg)) => return top(e, msg),
     };
+    if renew_ack
+        && (
+            req.max_bytes,
+            req.min_bytes,
+            req.max_records,
+            req.max_wait_ms,
+        ) != (0, 0, 0, 0)
+    {
+        return top(
+            ResponseError::InvalidRequest,
+            "MaxBytes, MinBytes, MaxRecords and MaxWaitMs must be 0 when IsRenewAck is set.".into(),
+        );
+    }
     let epoch = req.share_session_epoch;
     let mut wanted: Vec<(TopicIdPartition, Vec<AckBatch>)> = Vec::new();
     for t in &req.topics {
@@ -168,25 +206,32 @@ pub async fn fetch(
     };
 
     // Acknowledgements first: what they release may be fetched by this same request.
+    let settings = broker.group_settings(&group);
     let mut answers: Vec<(TopicIdPartition, PartitionData)> = Vec::new();
     for (tp, acks) in &wanted {
         if acks.is_empty() {
             continue;
         }
         let mut p = PartitionData::default().with_partition_index(tp.1);
-        if let Some((e, msg)) = apply_acks(broker, &group, &member, *tp, acks).await {
+        if let Some((e, msg)) =
+            apply_acks(broker, &group, &member, *tp, acks, renew_ack, &settings).await
+        {
             p = p
                 .with_acknowledge_error_code(e.code())
                 .with_acknowledge_error_message(Some(str_bytes(msg)));
         }
         answers.push((*tp, p));
     }
-    let settings = broker.group_settings(&group);
     let lock_ms = settings.share_record_lock_ms as i32;
     if step == SessionStep::Close {
         broker.shares.close_session(&group, &member);
         return respond(answers, lock_ms);
     }
+    // A renew request only renews: it fetches nothing.
+    if renew_ack {
+        return respond(answers, lock_ms);
+    }
+    let split = acquire_mode == AcquireMode::RecordLimit;
 
     let partitions = broker.shares.session_partitions(&group, &member);
     let wait = Duration::from_millis((req.max_wait_ms.max(0) as u64).min(SHARE_FETCH_WAIT_MS_MAX));
@@ -224,6 +269,7 @@ pub async fn fetch(
             &partitions,
             max_bytes,
             max_records,
+            split,
         )
         .await;
         let expired = tokio::time::Instant::now() >= deadline;
@@ -255,6 +301,8 @@ pub async fn fetch(
 
 /// One pass over the session's partitions: what this member acquired on each (partitions
 /// that gave nothing are left out), and whether any partition answered with an error.
+/// `split`: at most `max_records` records, splitting batches (KIP-1206's `record_limit`).
+#[allow(clippy::too_many_arguments)]
 async fn acquire_all(
     broker: &Arc<Broker>,
     group: &str,
@@ -263,6 +311,7 @@ async fn acquire_all(
     partitions: &[TopicIdPartition],
     max_bytes: usize,
     max_records: usize,
+    split: bool,
 ) -> (Vec<(TopicIdPartition, PartitionData)>, bool) {
     let mut out = Vec::new();
     let mut any_error = false;
@@ -327,9 +376,10 @@ async fn acquire_all(
             pos += h.size;
         }
         let ranges: Vec<(i64, i64)> = batches.iter().map(|b| (b.1, b.2)).collect();
-        let acquired = broker
-            .shares
-            .acquire(group, member, tp, &ranges, records_left, now_ms());
+        let acquired =
+            broker
+                .shares
+                .acquire(group, member, tp, &ranges, records_left, split, now_ms());
         let (Some(first), Some(last)) = (acquired.first(), acquired.last()) else {
             continue;
         };
@@ -390,12 +440,23 @@ fn respond(answers: Vec<(TopicIdPartition, PartitionData)>, lock_ms: i32) -> Sha
 pub async fn acknowledge(
     broker: &Arc<Broker>,
     ctx: &RequestContext<'_>,
-    req: ShareAcknowledgeRequest,
-) -> ShareAcknowledgeResponse {
+    req: ShareAcknowledge,
+) -> ShareAcknowledgeReply {
+    let ShareAcknowledge {
+        request: req,
+        renew_ack,
+    } = req;
+    let reply = |response: ShareAcknowledgeResponse, lock_ms: i64| ShareAcknowledgeReply {
+        response,
+        acquisition_lock_timeout_ms: lock_ms as i32,
+    };
     let top = |e: ResponseError, msg: String| {
-        ShareAcknowledgeResponse::default()
-            .with_error_code(e.code())
-            .with_error_message(Some(str_bytes(msg)))
+        reply(
+            ShareAcknowledgeResponse::default()
+                .with_error_code(e.code())
+                .with_error_message(Some(str_bytes(msg))),
+            0,
+        )
     };
     let (group, member) = match check_request(
         broker,
@@ -420,6 +481,7 @@ pub async fn acknowledge(
             Ok(s) => s,
             Err((e, msg)) => return top(e, msg),
         };
+    let settings = broker.group_settings(&group);
     let mut topics: Vec<ShareAcknowledgeTopicResponse> = Vec::new();
     for t in &req.topics {
         let mut parts = Vec::new();
@@ -436,6 +498,8 @@ pub async fn acknowledge(
                 &member,
                 (t.topic_id, p.partition_index),
                 &acks,
+                renew_ack,
+                &settings,
             )
             .await
             {
@@ -454,7 +518,10 @@ pub async fn acknowledge(
     if step == SessionStep::Close {
         broker.shares.close_session(&group, &member);
     }
-    ShareAcknowledgeResponse::default().with_responses(topics)
+    reply(
+        ShareAcknowledgeResponse::default().with_responses(topics),
+        settings.share_record_lock_ms,
+    )
 }
 
 /// Makes `group`'s share partition `tp` of `part` (led here) ready to serve, under the

@@ -227,6 +227,12 @@ codes!(ShareAcknowledgeResponse, |r, f| {
         .flat_map(|t| &t.partitions)
         .for_each(|p| f(p.error_code));
 });
+codes!(crate::wire::newer::ShareFetchReply, |r, f| {
+    r.0.error_codes(f)
+});
+codes!(crate::wire::newer::ShareAcknowledgeReply, |r, f| {
+    r.response.error_codes(f)
+});
 codes!(InitializeShareGroupStateResponse, |r, f| {
     r.results
         .iter()

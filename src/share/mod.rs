@@ -522,7 +522,8 @@ impl Shares {
     }
 
     /// Acquires for `member` what it may have of the batches read (see
-    /// [`SharePartition::acquire`]).
+    /// [`SharePartition::acquire_records`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         &self,
         group: &str,
@@ -530,11 +531,14 @@ impl Shares {
         tp: TopicIdPartition,
         batches: &[(i64, i64)],
         max_records: usize,
+        split: bool,
         now_ms: i64,
     ) -> Vec<Acquired> {
         let mut inner = self.lock();
         let got = match inner.partitions.get_mut(&(group.to_string(), tp.0, tp.1)) {
-            Some(e) => e.sp.acquire(member, batches, max_records, now_ms),
+            Some(e) => {
+                e.sp.acquire_records(member, batches, max_records, split, now_ms)
+            }
             None => Vec::new(),
         };
         let again: i64 = got
@@ -552,12 +556,14 @@ impl Shares {
 
     /// Applies a member's acknowledgement batches on one partition: all of them, or none
     /// when one is refused. They count once [`Self::persist`] has written them.
+    /// RENEW acknowledgements are allowed only when `renew` (a renew request, KIP-1222).
     pub fn acknowledge(
         &self,
         group: &str,
         member: &str,
         tp: TopicIdPartition,
         batches: &[(i64, i64, Vec<i8>)],
+        renew: bool,
         now_ms: i64,
     ) -> Result<(), AckError> {
         let mut inner = self.lock();
@@ -572,7 +578,7 @@ impl Shares {
         let mut trial = p.clone();
         tracing::debug!(group, member, ?batches, "share acknowledgements");
         for (first, last, types) in batches {
-            trial.acknowledge(member, *first, *last, types, false, now_ms)?;
+            trial.acknowledge(member, *first, *last, types, renew, now_ms)?;
         }
         *p = trial;
         let stats = inner.stats.entry((group.to_string(), tp.0)).or_default();

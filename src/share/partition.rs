@@ -243,13 +243,30 @@ impl SharePartition {
         max_records: usize,
         now_ms: i64,
     ) -> Vec<Acquired> {
+        self.acquire_records(member, batches, max_records, false, now_ms)
+    }
+
+    /// [`Self::acquire`], or with `split` (KIP-1206's `record_limit` mode) at most
+    /// `max_records` records, ending inside a batch if need be.
+    pub fn acquire_records(
+        &mut self,
+        member: &str,
+        batches: &[(i64, i64)],
+        max_records: usize,
+        split: bool,
+        now_ms: i64,
+    ) -> Vec<Acquired> {
         let mut out: Vec<Acquired> = Vec::new();
         let mut taken = 0usize;
+        let max_records = max_records.max(1);
         for &(first, last) in batches {
-            if taken >= max_records.max(1) {
+            if taken >= max_records {
                 break;
             }
             for o in first.max(self.start)..=last {
+                if split && taken >= max_records {
+                    break;
+                }
                 let deliveries = if o >= self.end {
                     if self.window_full() {
                         break;
@@ -573,6 +590,21 @@ mod tests {
         assert_eq!(p.expire(1500), 0);
         assert!(p.expire(1900) > 0);
         assert_eq!(p.acquire("a", &[(0, 0)], 500, 2000), vec![acq(0, 0, 2)]);
+    }
+
+    #[test]
+    fn record_limit_splits_a_batch() {
+        let mut p = SharePartition::new(0, limits());
+        assert_eq!(
+            p.acquire_records("a", &[(0, 9)], 3, true, 0),
+            vec![acq(0, 2, 1)]
+        );
+        assert_eq!(
+            p.acquire_records("b", &[(0, 9)], 3, true, 0),
+            vec![acq(3, 5, 1)]
+        );
+        // Batch-optimized takes the rest of the batch.
+        assert_eq!(p.acquire("c", &[(0, 9)], 3, 0), vec![acq(6, 9, 1)]);
     }
 
     #[test]

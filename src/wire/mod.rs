@@ -6,6 +6,7 @@
 //! requests and reads responses with the same code, and so do the integration tests.
 
 pub mod frame;
+pub mod newer;
 pub mod splice;
 
 use bytes::{Bytes, BytesMut};

@@ -1,6 +1,9 @@
 //! Share-group requests (KIP-932) for tests: join with ShareGroupHeartbeat, fetch and
 //! acknowledge partition 0 of a topic.
 
+use cairn::wire::newer::{
+    AcquireMode, ShareAcknowledge, ShareAcknowledgeReply, ShareFetch, ShareFetchReply,
+};
 use kafka_protocol::messages::share_acknowledge_request::{
     AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatchAck,
 };
@@ -52,15 +55,48 @@ pub fn share_fetch(
     acks: Acks,
     max_wait_ms: i32,
 ) -> ShareFetchResponse {
-    let req = ShareFetchRequest::default()
-        .with_group_id(Some(GroupId(s(group))))
-        .with_member_id(Some(s(member)))
-        .with_share_session_epoch(epoch)
+    let req = fetch_request(group, member, epoch, topic, acks)
         .with_max_wait_ms(max_wait_ms)
         .with_min_bytes(1)
         .with_max_bytes(1 << 20)
         .with_max_records(500)
-        .with_batch_size(500)
+        .with_batch_size(500);
+    c.send(ApiKey::ShareFetch, 1, &req)
+}
+
+/// ShareFetch v2 with IsRenewAck (KIP-1222): `wait_ms` 0, as a renew request must have (with
+/// its other limits), or not, to see it refused.
+pub fn renew_fetch(
+    c: &mut Client,
+    group: &str,
+    member: &str,
+    epoch: i32,
+    topic: Uuid,
+    acks: Acks,
+    wait_ms: i32,
+) -> ShareFetchResponse {
+    let req = ShareFetch {
+        request: fetch_request(group, member, epoch, topic, acks)
+            .with_max_wait_ms(wait_ms)
+            .with_max_bytes(0),
+        acquire_mode: AcquireMode::BatchOptimized,
+        renew_ack: true,
+    };
+    let r: ShareFetchReply = c.send(ApiKey::ShareFetch, 2, &req);
+    r.0
+}
+
+fn fetch_request(
+    group: &str,
+    member: &str,
+    epoch: i32,
+    topic: Uuid,
+    acks: Acks,
+) -> ShareFetchRequest {
+    ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(s(group))))
+        .with_member_id(Some(s(member)))
+        .with_share_session_epoch(epoch)
         .with_topics(vec![FetchTopic::default()
             .with_topic_id(topic)
             .with_partitions(vec![FetchPartition::default()
@@ -74,8 +110,7 @@ pub fn share_fetch(
                                 .with_acknowledge_types(t.to_vec())
                         })
                         .collect(),
-                )])]);
-    c.send(ApiKey::ShareFetch, 1, &req)
+                )])])
 }
 
 pub fn share_ack(
@@ -86,7 +121,37 @@ pub fn share_ack(
     topic: Uuid,
     acks: Acks,
 ) -> ShareAcknowledgeResponse {
-    let req = ShareAcknowledgeRequest::default()
+    c.send(
+        ApiKey::ShareAcknowledge,
+        1,
+        &ack_request(group, member, epoch, topic, acks),
+    )
+}
+
+/// ShareAcknowledge v2 with IsRenewAck (KIP-1222).
+pub fn renew_ack(
+    c: &mut Client,
+    group: &str,
+    member: &str,
+    epoch: i32,
+    topic: Uuid,
+    acks: Acks,
+) -> ShareAcknowledgeReply {
+    let req = ShareAcknowledge {
+        request: ack_request(group, member, epoch, topic, acks),
+        renew_ack: true,
+    };
+    c.send(ApiKey::ShareAcknowledge, 2, &req)
+}
+
+fn ack_request(
+    group: &str,
+    member: &str,
+    epoch: i32,
+    topic: Uuid,
+    acks: Acks,
+) -> ShareAcknowledgeRequest {
+    ShareAcknowledgeRequest::default()
         .with_group_id(Some(GroupId(s(group))))
         .with_member_id(Some(s(member)))
         .with_share_session_epoch(epoch)
@@ -103,8 +168,7 @@ pub fn share_ack(
                                 .with_acknowledge_types(t.to_vec())
                         })
                         .collect(),
-                )])]);
-    c.send(ApiKey::ShareAcknowledge, 1, &req)
+                )])])
 }
 
 /// The acquired ranges of a ShareFetch answer: (first, last, delivery count).
