@@ -29,6 +29,7 @@ check_share() {
   fi
   check_share_consumers
   check_share_renew
+  check_share_read_committed
   check_share_console
   check_share_offsets
 }
@@ -68,6 +69,18 @@ check_share_consumers() {
   if [[ $rc -eq 0 && "$start" =~ ^[0-9]+$ && $start -ge 200 && $start -le 205 ]]; then
     pass share-groups-describe-offsets
   else fail share-groups-describe-offsets "want a start offset of 200 to 205: $(snip "$WORK/shdo.out" 400) ($(why $rc shdo))"; fi
+}
+
+# share.isolation.level=read_committed (ShareTxn.java): a KafkaShareConsumer reads the
+# committed transactions and the plain record, not the aborted one, and nothing past the
+# open transaction until it commits.
+check_share_read_committed() {
+  local t="cairn-jt-sharetx-$RUN_ID" rc
+  tool shtcreate $TOPICS "${B[@]}" --create --topic "$t" --partitions 1 --replication-factor 1; rc=$?
+  if [[ $rc -ne 0 ]]; then fail share-read-committed "could not create $t: $(why $rc shtcreate)"; return; fi
+  helper sht ShareTxn "$BOOTSTRAP" "cairn-jt-sharetx-$RUN_ID" "$t" read_committed 90000; rc=$?
+  if [[ $rc -eq 0 ]] && grep -qx ok "$WORK/sht.out"; then pass share-read-committed
+  else fail share-read-committed "$(snip "$WORK/sht.out" 600) ($(why $rc sht))"; fi
 }
 
 # kafka-console-share-consumer (implicit acknowledgement) reads what is produced once it

@@ -340,22 +340,22 @@ async fn acquire_all(
             out.push((tp, base.with_error_code(e.code())));
             continue;
         }
-        let Some(from) =
-            broker
-                .shares
-                .next_read(group, tp, o.log_start, o.high_watermark, now_ms())
+        // `share.isolation.level=read_committed` reads up to the last stable offset.
+        let (upto, readable) = match settings.share_read_committed {
+            true => (ReadUpTo::LastStable, o.last_stable),
+            false => (ReadUpTo::HighWatermark, o.high_watermark),
+        };
+        let Some(from) = broker
+            .shares
+            .next_read(group, tp, o.log_start, readable, now_ms())
         else {
             continue;
         };
-        if from >= o.high_watermark {
+        if from >= readable {
             continue;
         }
-        let read = match part
-            .log
-            .read(from, bytes_left, out.is_empty(), ReadUpTo::HighWatermark)
-            .await
-        {
-            Ok(r) => r.records,
+        let (read, aborted) = match part.log.read(from, bytes_left, out.is_empty(), upto).await {
+            Ok(r) => (r.records, r.aborted.unwrap_or_default()),
             // The log start moved under us: the next pass starts from it.
             Err(Error::OffsetOutOfRange { .. }) => continue,
             Err(e) => {
@@ -365,6 +365,7 @@ async fn acquire_all(
             }
         };
         let mut batches = Vec::new();
+        let mut headers = Vec::new();
         let mut pos = 0;
         while let Ok(h) = BatchHeader::parse(&read[pos..]) {
             batches.push((
@@ -374,12 +375,20 @@ async fn acquire_all(
                 h.size,
             ));
             pos += h.size;
+            headers.push(h);
         }
         let ranges: Vec<(i64, i64)> = batches.iter().map(|b| (b.1, b.2)).collect();
-        let acquired =
-            broker
-                .shares
-                .acquire(group, member, tp, &ranges, records_left, split, now_ms());
+        let passed_over = aborted_batches(&headers, &aborted);
+        let acquired = broker.shares.acquire(
+            group,
+            member,
+            tp,
+            &ranges,
+            &passed_over,
+            records_left,
+            split,
+            now_ms(),
+        );
         let (Some(first), Some(last)) = (acquired.first(), acquired.last()) else {
             continue;
         };
@@ -413,6 +422,30 @@ async fn acquire_all(
         ));
     }
     (out, any_error)
+}
+
+/// The first offsets of the data batches of aborted transactions among `batches`, given
+/// the aborted transactions (producer id, first offset) a `read_committed` read returned:
+/// a producer's batches are aborted from its transaction's first offset until its abort
+/// marker, as a `read_committed` consumer reads them.
+fn aborted_batches(batches: &[BatchHeader], aborted: &[(i64, i64)]) -> Vec<i64> {
+    let mut pending: Vec<(i64, i64)> = aborted.to_vec();
+    pending.sort_by_key(|a| a.1);
+    let mut pending = pending.into_iter().peekable();
+    let mut open = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for h in batches {
+        let last = h.base_offset + h.last_offset_delta as i64;
+        while let Some((pid, _)) = pending.next_if(|a| a.1 <= last) {
+            open.insert(pid);
+        }
+        if h.is_control() {
+            open.remove(&h.producer_id);
+        } else if h.is_transactional() && open.contains(&h.producer_id) {
+            out.push(h.base_offset);
+        }
+    }
+    out
 }
 
 fn respond(answers: Vec<(TopicIdPartition, PartitionData)>, lock_ms: i32) -> ShareFetchResponse {

@@ -530,6 +530,7 @@ impl Shares {
         member: &str,
         tp: TopicIdPartition,
         batches: &[(i64, i64)],
+        passed_over: &[i64],
         max_records: usize,
         split: bool,
         now_ms: i64,
@@ -537,7 +538,8 @@ impl Shares {
         let mut inner = self.lock();
         let got = match inner.partitions.get_mut(&(group.to_string(), tp.0, tp.1)) {
             Some(e) => {
-                e.sp.acquire_records(member, batches, max_records, split, now_ms)
+                let sp = &mut e.sp;
+                sp.acquire_records(member, batches, passed_over, max_records, split, now_ms)
             }
             None => Vec::new(),
         };

@@ -243,15 +243,18 @@ impl SharePartition {
         max_records: usize,
         now_ms: i64,
     ) -> Vec<Acquired> {
-        self.acquire_records(member, batches, max_records, false, now_ms)
+        self.acquire_records(member, batches, &[], max_records, false, now_ms)
     }
 
     /// [`Self::acquire`], or with `split` (KIP-1206's `record_limit` mode) at most
-    /// `max_records` records, ending inside a batch if need be.
+    /// `max_records` records, ending inside a batch if need be. The batches whose first
+    /// offsets are in `passed_over` are never delivered (a `read_committed` share group's
+    /// aborted transactions): their records are archived, as Kafka's share partition does.
     pub fn acquire_records(
         &mut self,
         member: &str,
         batches: &[(i64, i64)],
+        passed_over: &[i64],
         max_records: usize,
         split: bool,
         now_ms: i64,
@@ -259,9 +262,17 @@ impl SharePartition {
         let mut out: Vec<Acquired> = Vec::new();
         let mut taken = 0usize;
         let max_records = max_records.max(1);
+        let mut moved = false;
         for &(first, last) in batches {
             if taken >= max_records {
                 break;
+            }
+            if passed_over.contains(&first) {
+                if !self.pass_over(first, last) {
+                    break;
+                }
+                moved = true;
+                continue;
             }
             for o in first.max(self.start)..=last {
                 if split && taken >= max_records {
@@ -301,7 +312,32 @@ impl SharePartition {
                 }
             }
         }
+        if moved {
+            self.advance();
+        }
         out
+    }
+
+    /// Archives the records of `first..=last` that wait to be delivered, and takes the
+    /// offsets past the window's end into it as finished with; false when the window is full.
+    fn pass_over(&mut self, first: i64, last: i64) -> bool {
+        if last < self.start || last < self.end {
+            for r in self
+                .records
+                .range_mut(first.max(self.start)..=last)
+                .map(|(_, r)| r)
+            {
+                if r.state == RecordState::Available {
+                    r.state = RecordState::Archived;
+                }
+            }
+            return true;
+        }
+        if self.window_full() {
+            return false;
+        }
+        self.end = last + 1;
+        true
     }
 
     /// Applies one acknowledgement batch of `member`: `types` holds one type for the whole
@@ -596,15 +632,34 @@ mod tests {
     fn record_limit_splits_a_batch() {
         let mut p = SharePartition::new(0, limits());
         assert_eq!(
-            p.acquire_records("a", &[(0, 9)], 3, true, 0),
+            p.acquire_records("a", &[(0, 9)], &[], 3, true, 0),
             vec![acq(0, 2, 1)]
         );
         assert_eq!(
-            p.acquire_records("b", &[(0, 9)], 3, true, 0),
+            p.acquire_records("b", &[(0, 9)], &[], 3, true, 0),
             vec![acq(3, 5, 1)]
         );
         // Batch-optimized takes the rest of the batch.
         assert_eq!(p.acquire("c", &[(0, 9)], 3, 0), vec![acq(6, 9, 1)]);
+    }
+
+    #[test]
+    fn passed_over_batches_are_never_delivered() {
+        let mut p = SharePartition::new(0, limits());
+        // 0..=1 delivered, 2..=4 aborted, 5 delivered.
+        assert_eq!(
+            p.acquire_records("a", &[(0, 1), (2, 4), (5, 5)], &[2], 500, false, 0),
+            vec![acq(0, 1, 1), acq(5, 5, 1)]
+        );
+        p.acknowledge("a", 0, 1, &[ACCEPT], false, 0).unwrap();
+        assert_eq!(p.start(), 5);
+        // An aborted batch at the end of what was read: the window takes it in, finished.
+        assert_eq!(
+            p.acquire_records("a", &[(6, 8)], &[6], 500, false, 0),
+            vec![]
+        );
+        p.acknowledge("a", 5, 5, &[ACCEPT], false, 0).unwrap();
+        assert_eq!(p.start(), 9);
     }
 
     #[test]
