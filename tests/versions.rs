@@ -768,7 +768,13 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
                         .with_partitions(vec![
                             FetchPartition::default().with_partition_index(0)
                         ])]);
-                c.send(ApiKey::ShareFetch, v, &req)
+                // v2's new fields at their defaults (wire::newer writes v2).
+                let req = cairn::wire::newer::ShareFetch {
+                    request: req,
+                    ..Default::default()
+                };
+                let r: cairn::wire::newer::ShareFetchReply = c.send(ApiKey::ShareFetch, v, &req);
+                r.0
             };
             let r = fetch(c, 0, 0);
             assert_eq!(r.error_code, 0, "{at}: {:?}", r.error_message);
@@ -784,12 +790,23 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
                 .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
                 .collect();
             assert_eq!(got, [(end - 1, end - 1, 1)], "{at}");
+            // Accepted, so every record is finished with when the next version runs.
+            let r =
+                common::share::share_ack(c, "share-v", "sm-1", 2, id, &[(end - 1, end - 1, &[1])]);
+            assert_eq!(r.responses[0].partitions[0].error_code, 0, "{at}");
         }
         ApiKey::ShareAcknowledge => {
             use share_acknowledge_request::{
                 AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch,
             };
             let id = topic_id(c, "t");
+            // A fresh session (its epoch back to 0) with a new record acquired, for this
+            // version to acknowledge.
+            let r = common::share::share_fetch(c, "share-v", "sm-1", 0, id, &[], 0);
+            assert_eq!(r.error_code, 0, "{at}: {:?}", r.error_message);
+            assert_eq!(c.produce("t", 0, batch(&["to-ack"]), -1).0, 0);
+            let r = common::share::share_fetch(c, "share-v", "sm-1", 1, id, &[], 5000);
+            assert_eq!(common::share::acquired(&r).len(), 1, "{at}");
             let (_, end, _) = c.list_offset("t", 0, -1);
             let ack = |c: &mut Client, epoch: i32| -> ShareAcknowledgeResponse {
                 let req = ShareAcknowledgeRequest::default()
@@ -806,7 +823,18 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
                                     .with_last_offset(end - 1)
                                     .with_acknowledge_types(vec![1]),
                             ])])]);
-                c.send(ApiKey::ShareAcknowledge, v, &req)
+                let req = cairn::wire::newer::ShareAcknowledge {
+                    request: req,
+                    renew_ack: false,
+                };
+                let r: cairn::wire::newer::ShareAcknowledgeReply =
+                    c.send(ApiKey::ShareAcknowledge, v, &req);
+                // v2 answers the group's lock duration.
+                assert_eq!(
+                    r.acquisition_lock_timeout_ms > 0,
+                    v >= 2 && r.response.error_code == 0
+                );
+                r.response
             };
             // ShareFetch's session is at epoch 2: the record it acquired is accepted once.
             let r = ack(c, 2);
