@@ -404,6 +404,29 @@ impl Broker {
         .await
     }
 
+    /// The high watermark of `topic`'s partition `index`, from its leader: this broker's
+    /// log, or another broker asked (what share-partition lag is measured against).
+    pub async fn high_watermark(
+        &self,
+        topic: &str,
+        index: i32,
+    ) -> std::result::Result<i64, kafka_protocol::ResponseError> {
+        let (_, p) = self
+            .catalog
+            .partition(topic, index)
+            .map_err(|e| e.response_error())?;
+        let leader = p.placement().leader;
+        match self.cluster() {
+            Some(c) if leader != self.node_id() => c.high_watermark_at(leader, topic, index).await,
+            _ => {
+                p.replica
+                    .check_leader(self.node_id())
+                    .map_err(|e| e.response_error())?;
+                Ok(p.log.offsets().high_watermark)
+            }
+        }
+    }
+
     /// A partition this broker leads, or UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER.
     pub fn led_partition(
         &self,

@@ -146,7 +146,8 @@ apis! {
     // v2 (KIP-1206 acquire mode, KIP-1222 renew) is read and written by `wire::newer`.
     ShareFetch: 1..=2 => always handlers::share_fetch::fetch,
     ShareAcknowledge: 1..=2 => always handlers::share_fetch::acknowledge,
-    DescribeShareGroupOffsets: 0..=0 => always handlers::share_groups::describe_offsets,
+    // v1 (KIP-1226 lag) is read and written by `wire::newer`, as is the state summary's.
+    DescribeShareGroupOffsets: 0..=1 => always handlers::share_groups::describe_offsets,
     AlterShareGroupOffsets: 0..=0 => always handlers::share_groups::alter_offsets,
     DeleteShareGroupOffsets: 0..=0 => always handlers::share_groups::delete_offsets,
     // The share coordinator's RPCs, sent by share partitions' leaders.
@@ -154,7 +155,7 @@ apis! {
     ReadShareGroupState: 0..=0 => always handlers::share_state::read,
     WriteShareGroupState: 0..=0 => always handlers::share_state::write,
     DeleteShareGroupState: 0..=0 => always handlers::share_state::delete,
-    ReadShareGroupStateSummary: 0..=0 => always handlers::share_state::summary,
+    ReadShareGroupStateSummary: 0..=1 => always handlers::share_state::summary,
     ListConfigResources: 0..=1 => always handlers::list_config_resources::handle,
 }
 

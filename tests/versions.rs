@@ -930,14 +930,22 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
                 .with_topics(vec![ReadStateSummaryData::default()
                     .with_topic_id(topic_id(c, "t"))
                     .with_partitions(vec![PartitionData::default().with_partition(0)])]);
-            let mut got = (0, 0);
+            let mut got = (0, 0, None);
             let code = share_state_call(c, |c| {
-                let r: ReadShareGroupStateSummaryResponse = c.send(api, v, &req);
-                let p = &r.results[0].partitions[0];
-                got = (p.state_epoch, p.start_offset);
+                let req = cairn::wire::newer::LaidOutAs::<_, 0>(req.clone());
+                let r: cairn::wire::newer::ShareStateSummaryReply = c.send(api, v, &req);
+                let p = &r.response.results[0].partitions[0];
+                let done = r
+                    .delivery_complete
+                    .get(&(req.0.topics[0].topic_id, 0))
+                    .copied();
+                got = (p.state_epoch, p.start_offset, done);
                 p.error_code
             });
-            assert_eq!((code, got), (0, (1, 6)), "{at}");
+            // v1 (KIP-1226) counts the records past the start whose delivery is complete:
+            // offset 7, acknowledged as WriteShareGroupState wrote it above.
+            let done = (v >= 1).then_some(1);
+            assert_eq!((code, got), (0, (1, 6, done)), "{at}");
         }
         ApiKey::DescribeShareGroupOffsets => {
             use describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
@@ -946,16 +954,18 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
                     .with_group_id(GroupId(s("share-v")))
                     .with_topics(None),
             ]);
-            let r: DescribeShareGroupOffsetsResponse = c.send(api, v, &req);
-            let g = &r.groups[0];
+            let req = cairn::wire::newer::LaidOutAs::<_, 0>(req);
+            let r: cairn::wire::newer::ShareGroupOffsetsReply = c.send(api, v, &req);
+            let g = &r.response.groups[0];
             assert_eq!(g.error_code, 0, "{at}: {:?}", g.error_message);
             let (_, end, _) = c.list_offset("t", 0, -1);
-            let p0 = g.topics[0]
-                .partitions
-                .iter()
-                .find(|p| p.partition_index == 0);
-            // Everything up to the end was accepted: the share partition starts there.
+            let t = &g.topics[0];
+            let p0 = t.partitions.iter().find(|p| p.partition_index == 0);
+            // Everything up to the end was accepted: the share partition starts there, and
+            // v1 (KIP-1226) shows no lag.
             assert_eq!(p0.map(|p| p.start_offset), Some(end), "{at}");
+            let lag = r.lags.get(&("share-v".to_string(), t.topic_id, 0)).copied();
+            assert_eq!(lag, (v >= 1).then_some(0), "{at}");
         }
         ApiKey::AlterShareGroupOffsets => {
             use alter_share_group_offsets_request::*;

@@ -29,6 +29,7 @@ check_share() {
   fi
   check_share_consumers
   check_share_renew
+  check_share_lag
   check_share_read_committed
   check_share_console
   check_share_offsets
@@ -48,6 +49,27 @@ check_share_renew() {
   helper shr ShareRenew "$BOOTSTRAP" "cairn-jt-sharer-$RUN_ID" "$t" 90000; rc=$?
   if [[ $rc -eq 0 ]] && grep -qx ok "$WORK/shr.out"; then pass share-renew
   else fail share-renew "$(snip "$WORK/shr.out" 600) ($(why $rc shr))"; fi
+}
+
+# KIP-1226 (DescribeShareGroupOffsets v1, 4.2+ clients): share-partition lag as
+# Admin.listShareGroupOffsets and kafka-share-groups --describe show it, with records
+# released, redelivered and not yet read (ShareLag.java).
+check_share_lag() {
+  local t="cairn-jt-sharel-$RUN_ID" grp="cairn-jt-sharel-$RUN_ID" rc
+  if ! client_at_least 4.2; then
+    skip share-lag "share-partition lag came with the 4.2 client"; return
+  fi
+  tool shlcreate $TOPICS "${B[@]}" --create --topic "$t" --partitions 1 --replication-factor 1; rc=$?
+  if [[ $rc -ne 0 ]]; then fail share-lag "could not create $t: $(why $rc shlcreate)"; return; fi
+  helper shl ShareLag "$BOOTSTRAP" "$grp" "$t" 90000; rc=$?
+  if [[ $rc -ne 0 ]] || ! grep -qx ok "$WORK/shl.out"; then
+    fail share-lag "$(snip "$WORK/shl.out" 600) ($(why $rc shl))"; return
+  fi
+  # The tool shows the same lag: 4 records produced after the rest were accepted.
+  tool shldesc $SHARE_GROUPS "${B[@]}" --describe --group "$grp"; rc=$?
+  local lag; lag=$(awk -v g="$grp" -v t="$t" '$1 == g && $2 == t && $3 == 0 { print $5 }' "$WORK/shldesc.out")
+  if [[ $rc -eq 0 && "$lag" == 4 ]]; then pass share-lag
+  else fail share-lag "kafka-share-groups showed a lag of '$lag', want 4: $(snip "$WORK/shldesc.out" 400)"; fi
 }
 
 # Three KafkaShareConsumers with explicit acknowledgement on one partition

@@ -33,7 +33,7 @@ use crate::share::partition::{AckError, Limits};
 use crate::share::{SessionStep, TopicIdPartition};
 use crate::topics::Partition;
 use crate::wire::newer::{
-    AcquireMode, ShareAcknowledge, ShareAcknowledgeReply, ShareFetch, ShareFetchReply,
+    AcquireMode, LaidOutAs, ShareAcknowledge, ShareAcknowledgeReply, ShareFetch, ShareFetchReply,
 };
 
 /// Upper bound on a share fetch's wait, whatever the client asks.
@@ -132,7 +132,7 @@ pub async fn fetch(
     ctx: &RequestContext<'_>,
     req: ShareFetch,
 ) -> ShareFetchReply {
-    ShareFetchReply(share_fetch(broker, ctx, req).await)
+    LaidOutAs(share_fetch(broker, ctx, req).await)
 }
 
 async fn share_fetch(

@@ -4,6 +4,7 @@
 //! from `share.auto.offset.reset` (latest), as Kafka initializes share partitions on
 //! assignment: records written after a member was assigned the partition are delivered.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use kafka_protocol::messages::share_group_describe_response::{
@@ -22,6 +23,7 @@ use crate::broker::Broker;
 use crate::coordinator::consumer::Tp;
 use crate::coordinator::share::{ShareHeartbeat, ShareTopics};
 use crate::topics::Catalog;
+use crate::wire::newer::{LaidOutAs, ShareGroupOffsets, ShareGroupOffsetsReply};
 
 /// Group operations with no authorizer: READ, DELETE, DESCRIBE.
 const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);
@@ -190,14 +192,15 @@ pub async fn describe(
 pub async fn describe_offsets(
     broker: &Arc<Broker>,
     _ctx: &RequestContext<'_>,
-    req: DescribeShareGroupOffsetsRequest,
-) -> DescribeShareGroupOffsetsResponse {
+    LaidOutAs(req): ShareGroupOffsets,
+) -> ShareGroupOffsetsReply {
     use kafka_protocol::messages::describe_share_group_offsets_response::{
         DescribeShareGroupOffsetsResponseGroup as Group,
         DescribeShareGroupOffsetsResponsePartition as Part,
         DescribeShareGroupOffsetsResponseTopic as Topic,
     };
     let mut groups = Vec::with_capacity(req.groups.len());
+    let mut lags = HashMap::new();
     for g in &req.groups {
         let base = Group::default().with_group_id(g.group_id.clone());
         let refuse = |e: ResponseError, msg: String| {
@@ -260,12 +263,21 @@ pub async fn describe_offsets(
                         .push(base.with_error_code(ResponseError::UnknownTopicOrPartition.code()));
                     continue;
                 }
-                match broker.shares.start_offset(&g.group_id, (id, p)).await {
+                match broker.shares.summary(&g.group_id, (id, p)).await {
                     Err(e) => partitions.push(base.with_error_code(e.code())),
                     Ok(None) if started_only => {}
                     Ok(None) => partitions.push(base),
-                    Ok(Some((start, epoch))) => {
-                        partitions.push(base.with_start_offset(start).with_leader_epoch(epoch))
+                    Ok(Some(s)) => {
+                        // Unknown (-1) when the leader cannot say now, as in Kafka.
+                        let lag = match broker.high_watermark(&name, p).await {
+                            Ok(hw) => s.lag(hw),
+                            Err(_) => -1,
+                        };
+                        lags.insert((g.group_id.to_string(), id, p), lag);
+                        partitions.push(
+                            base.with_start_offset(s.start)
+                                .with_leader_epoch(s.leader_epoch),
+                        )
                     }
                 }
             }
@@ -280,7 +292,10 @@ pub async fn describe_offsets(
         }
         groups.push(base.with_topics(topics));
     }
-    DescribeShareGroupOffsetsResponse::default().with_groups(groups)
+    ShareGroupOffsetsReply {
+        response: DescribeShareGroupOffsetsResponse::default().with_groups(groups),
+        lags,
+    }
 }
 
 /// AlterShareGroupOffsets (kafka-share-groups --reset-offsets): starts each named share

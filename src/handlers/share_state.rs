@@ -4,6 +4,7 @@
 //! partitions by group, topic id and partition; each partition is answered on its own,
 //! NOT_COORDINATOR when another broker keeps it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use kafka_protocol::messages::*;
@@ -12,6 +13,8 @@ use kafka_protocol::ResponseError;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::coordinator::share_state::{key, StateWrite};
+use crate::share;
+use crate::wire::newer::{LaidOutAs, ShareStateSummary, ShareStateSummaryReply};
 
 fn code(r: &Result<(), ResponseError>) -> i16 {
     r.as_ref().err().map_or(0, |e| e.code())
@@ -162,36 +165,41 @@ pub async fn delete(
     DeleteShareGroupStateResponse::default().with_results(results)
 }
 
+/// The start offset, epochs and (v1, KIP-1226) delivery-complete count of each share
+/// partition: what DescribeShareGroupOffsets shows, with the lag.
 pub async fn summary(
     broker: &Arc<Broker>,
     _ctx: &RequestContext<'_>,
-    req: ReadShareGroupStateSummaryRequest,
-) -> ReadShareGroupStateSummaryResponse {
+    LaidOutAs(req): ShareStateSummary,
+) -> ShareStateSummaryReply {
     use read_share_group_state_summary_response::{PartitionResult, ReadStateSummaryResult};
-    let results = req
-        .topics
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    let k = key(&req.group_id, t.topic_id, p.partition);
-                    let base = PartitionResult::default().with_partition(p.partition);
-                    match broker.share_states.read(&k) {
-                        Err(e) => base.with_error_code(e.code()),
-                        Ok(None) => base.with_start_offset(-1).with_leader_epoch(-1),
-                        Ok(Some(s)) => base
-                            .with_state_epoch(s.state_epoch)
-                            .with_leader_epoch(s.leader_epoch)
-                            .with_start_offset(s.start),
-                    }
-                })
-                .collect();
+    let mut delivery_complete = HashMap::new();
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let k = key(&req.group_id, t.topic_id, p.partition);
+            let base = PartitionResult::default().with_partition(p.partition);
+            partitions.push(match broker.share_states.read(&k) {
+                Err(e) => base.with_error_code(e.code()),
+                Ok(None) => base.with_start_offset(-1).with_leader_epoch(-1),
+                Ok(Some(s)) => {
+                    let done = share::partition::delivery_complete(s.start, &s.runs);
+                    delivery_complete.insert((t.topic_id, p.partition), done);
+                    base.with_state_epoch(s.state_epoch)
+                        .with_leader_epoch(s.leader_epoch)
+                        .with_start_offset(s.start)
+                }
+            });
+        }
+        results.push(
             ReadStateSummaryResult::default()
                 .with_topic_id(t.topic_id)
-                .with_partitions(partitions)
-        })
-        .collect();
-    ReadShareGroupStateSummaryResponse::default().with_results(results)
+                .with_partitions(partitions),
+        );
+    }
+    ShareStateSummaryReply {
+        response: ReadShareGroupStateSummaryResponse::default().with_results(results),
+        delivery_complete,
+    }
 }

@@ -233,6 +233,12 @@ codes!(crate::wire::newer::ShareFetchReply, |r, f| {
 codes!(crate::wire::newer::ShareAcknowledgeReply, |r, f| {
     r.response.error_codes(f)
 });
+codes!(crate::wire::newer::ShareGroupOffsetsReply, |r, f| {
+    r.response.error_codes(f)
+});
+codes!(crate::wire::newer::ShareStateSummaryReply, |r, f| {
+    r.response.error_codes(f)
+});
 codes!(InitializeShareGroupStateResponse, |r, f| {
     r.results
         .iter()

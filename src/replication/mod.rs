@@ -938,6 +938,52 @@ impl Cluster {
             .ok_or(ResponseError::CoordinatorNotAvailable)
     }
 
+    /// The high watermark of `topic`'s partition `index`, asked of its leader `leader` on
+    /// the inter-broker listener (ListOffsets for the latest offset, as a consumer would).
+    pub async fn high_watermark_at(
+        &self,
+        leader: i32,
+        topic: &str,
+        index: i32,
+    ) -> std::result::Result<i64, ResponseError> {
+        use kafka_protocol::messages::list_offsets_request::{
+            ListOffsetsPartition, ListOffsetsTopic,
+        };
+        use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
+        let listener = self.node.config.inter_broker_listener();
+        let (_, host, port) = self
+            .live_brokers(listener)
+            .into_iter()
+            .find(|b| b.0 == leader)
+            .ok_or(ResponseError::LeaderNotAvailable)?;
+        let req = ListOffsetsRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(crate::wire::topic_name(topic))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(index)
+                    .with_current_leader_epoch(-1)
+                    .with_timestamp(-1)])]);
+        let r: ListOffsetsResponse = peer::call(
+            &format!("{host}:{port}"),
+            ApiKey::ListOffsets,
+            7,
+            &req,
+            Duration::from_secs(5),
+        )
+        .await?;
+        let p = r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .next()
+            .ok_or(ResponseError::UnknownServerError)?;
+        match ResponseError::try_from_code(p.error_code) {
+            Some(e) => Err(e),
+            None => Ok(p.offset),
+        }
+    }
+
     /// Live brokers (unfenced), by id, with their endpoint on `listener`.
     pub fn live_brokers(&self, listener: &str) -> Vec<(i32, String, u16)> {
         let image = self.image();

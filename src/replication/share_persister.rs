@@ -17,8 +17,9 @@ use kafka_protocol::ResponseError;
 
 use super::{peer, Cluster, CoordinatorKind};
 use crate::coordinator::share_state::{key, ShareState, StateWrite};
-use crate::share::partition::Snapshot;
-use crate::share::{Persister, TopicIdPartition};
+use crate::share::partition::{delivery_complete, Snapshot};
+use crate::share::{Persister, Summary, TopicIdPartition};
+use crate::wire::newer::{LaidOutAs, ShareStateSummaryReply};
 use crate::wire::str_bytes;
 
 /// How long a call keeps trying while the coordinator cannot be reached or is loading.
@@ -293,13 +294,13 @@ async fn initialize(
     .await
 }
 
-/// ReadShareGroupStateSummary at `addr`: the start offset and leader epoch (None when
-/// never written or without a start), and the state epoch.
+/// ReadShareGroupStateSummary (v1) at `addr`: the summary (None when never written or
+/// without a start), and the state epoch.
 async fn summary_at(
     addr: &str,
     group: &str,
     tp: TopicIdPartition,
-) -> Result<(Option<(i64, i32)>, i32), ResponseError> {
+) -> Result<(Option<Summary>, i32), ResponseError> {
     use read_share_group_state_summary_request::{PartitionData, ReadStateSummaryData};
     let req = ReadShareGroupStateSummaryRequest::default()
         .with_group_id(str_bytes(group))
@@ -308,25 +309,35 @@ async fn summary_at(
             .with_partitions(
                 vec![PartitionData::default().with_partition(tp.1)],
             )]);
-    let p = ask(
+    let r: ShareStateSummaryReply = peer::call(
         addr,
         ApiKey::ReadShareGroupStateSummary,
-        &req,
-        |r: ReadShareGroupStateSummaryResponse| {
-            r.results.into_iter().flat_map(|t| t.partitions).next()
-        },
+        1,
+        &LaidOutAs::<_, 0>(req),
+        REQUEST_TIMEOUT,
     )
     .await?;
+    let p = r
+        .response
+        .results
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .next()
+        .ok_or(ResponseError::UnknownServerError)?;
     answer(p.error_code)?;
-    let start = (p.start_offset >= 0).then_some((p.start_offset, p.leader_epoch));
-    Ok((start, p.state_epoch))
+    let summary = (p.start_offset >= 0).then(|| Summary {
+        start: p.start_offset,
+        leader_epoch: p.leader_epoch,
+        delivery_complete: r.delivery_complete.get(&tp).copied().unwrap_or(-1),
+    });
+    Ok((summary, p.state_epoch))
 }
 
 async fn summary(
     cluster: Arc<Cluster>,
     group: String,
     tp: TopicIdPartition,
-) -> Result<Option<(i64, i32)>, ResponseError> {
+) -> Result<Option<Summary>, ResponseError> {
     let k = key(&group, tp.0, tp.1);
     with_retries(&cluster, &k, |at| {
         let (cluster, group, k) = (&cluster, &group, &k);
@@ -337,7 +348,11 @@ async fn summary(
                     .share_states
                     .read(k)?
                     .filter(|s| s.start >= 0)
-                    .map(|s| (s.start, s.leader_epoch))),
+                    .map(|s| Summary {
+                        start: s.start,
+                        leader_epoch: s.leader_epoch,
+                        delivery_complete: delivery_complete(s.start, &s.runs),
+                    })),
                 Where::At(addr) => Ok(summary_at(&addr, group, tp).await?.0),
             }
         }
@@ -453,7 +468,7 @@ impl Persister for SharePersister {
         &self,
         group: &str,
         tp: TopicIdPartition,
-    ) -> BoxFuture<'static, Result<Option<(i64, i32)>, ResponseError>> {
+    ) -> BoxFuture<'static, Result<Option<Summary>, ResponseError>> {
         Box::pin(summary(self.cluster.clone(), group.to_string(), tp))
     }
 

@@ -82,19 +82,41 @@ pub trait Persister: Send + Sync + 'static {
         tp: TopicIdPartition,
         start: i64,
     ) -> BoxFuture<'static, Result<(), ResponseError>>;
-    /// The start offset and leader epoch of `group`'s share partition `tp` as persisted
-    /// (ReadShareGroupStateSummary); None when never written.
+    /// `group`'s share partition `tp` in brief, as persisted (ReadShareGroupStateSummary);
+    /// None when never written or without a start offset.
     fn summary(
         &self,
         group: &str,
         tp: TopicIdPartition,
-    ) -> BoxFuture<'static, Result<Option<(i64, i32)>, ResponseError>>;
+    ) -> BoxFuture<'static, Result<Option<Summary>, ResponseError>>;
     /// Removes `group`'s state of each of `tps` (those with none are skipped).
     fn delete(
         &self,
         group: &str,
         tps: Vec<TopicIdPartition>,
     ) -> BoxFuture<'static, Result<(), ResponseError>>;
+}
+
+/// A share partition's state in brief (DescribeShareGroupOffsets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Summary {
+    /// The share-partition start offset.
+    pub start: i64,
+    /// The leader epoch that wrote the state.
+    pub leader_epoch: i32,
+    /// Records at or past `start` whose delivery is complete; -1 when unknown.
+    pub delivery_complete: i32,
+}
+
+impl Summary {
+    /// Share-partition lag (KIP-1226) against the partition's high watermark `hw`: the
+    /// records from the start offset on whose delivery is not complete; -1 when unknown.
+    pub fn lag(&self, hw: i64) -> i64 {
+        if self.start < 0 || self.delivery_complete < 0 {
+            return -1;
+        }
+        (hw - self.start - self.delivery_complete as i64).max(0)
+    }
 }
 
 struct Entry {
@@ -607,21 +629,28 @@ impl Shares {
         Ok(())
     }
 
-    /// The start offset of `group`'s share partition `tp` (DescribeShareGroupOffsets), as
-    /// persisted wherever the partition is led, with the leader epoch that wrote it; None
-    /// when the group never started reading it. Without a persister, this broker's.
-    pub async fn start_offset(
+    /// `group`'s share partition `tp` in brief (DescribeShareGroupOffsets), as persisted
+    /// wherever the partition is led; None when the group never started reading it.
+    /// Without a persister, this broker's.
+    pub async fn summary(
         &self,
         group: &str,
         tp: TopicIdPartition,
-    ) -> Result<Option<(i64, i32)>, ResponseError> {
+    ) -> Result<Option<Summary>, ResponseError> {
         match self.persister.get() {
-            Some(p) => Ok(p.summary(group, tp).await?.filter(|(start, _)| *start >= 0)),
+            Some(p) => p.summary(group, tp).await,
             None => Ok(self
                 .lock()
                 .partitions
                 .get(&(group.to_string(), tp.0, tp.1))
-                .map(|e| (e.sp.start(), e.leader_epoch))),
+                .map(|e| {
+                    let s = e.sp.snapshot();
+                    Summary {
+                        start: s.start,
+                        leader_epoch: e.leader_epoch,
+                        delivery_complete: partition::delivery_complete(s.start, &s.runs),
+                    }
+                })),
         }
     }
 

@@ -107,6 +107,18 @@ pub struct Snapshot {
     pub runs: Vec<(i64, i64, i8, i16)>,
 }
 
+/// How many records at or past `start` have completed delivery (acknowledged or archived)
+/// in `runs`: KIP-1226's DeliveryCompleteCount, which share-partition lag subtracts.
+pub fn delivery_complete(start: i64, runs: &[(i64, i64, i8, i16)]) -> i32 {
+    let done = [RecordState::Acknowledged as i8, RecordState::Archived as i8];
+    let n: i64 = runs
+        .iter()
+        .filter(|r| done.contains(&r.2))
+        .map(|&(first, last, _, _)| (last - first.max(start) + 1).max(0))
+        .sum();
+    n.min(i32::MAX as i64) as i32
+}
+
 #[derive(Debug, Clone)]
 pub struct SharePartition {
     start: i64,
@@ -626,6 +638,16 @@ mod tests {
         assert_eq!(p.expire(1500), 0);
         assert!(p.expire(1900) > 0);
         assert_eq!(p.acquire("a", &[(0, 0)], 500, 2000), vec![acq(0, 0, 2)]);
+    }
+
+    #[test]
+    fn delivery_complete_counts_acknowledged_and_archived_records_past_the_start() {
+        let runs = [(0, 4, 2, 1), (5, 5, 0, 1), (6, 7, 4, 5), (8, 9, 2, 1)];
+        assert_eq!(delivery_complete(0, &runs), 9);
+        // Runs below the start count only from it.
+        assert_eq!(delivery_complete(3, &runs), 6);
+        assert_eq!(delivery_complete(10, &runs), 0);
+        assert_eq!(delivery_complete(0, &[(0, 9, 0, 3)]), 0);
     }
 
     #[test]

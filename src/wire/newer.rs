@@ -1,28 +1,42 @@
 //! Versions newer than kafka-protocol 0.18 knows, for the messages that need them: each adds
 //! fixed-size fields to a message the crate decodes and encodes at the version before. A
-//! request is read by cutting the new fields out of the body and decoding the rest at the
-//! older version; a response is encoded at the older version with the new fields put in.
+//! [`Piece`] layout of the older version says where the new fields sit; a message is read
+//! by cutting them out of the body and decoding the rest at the older version, and written
+//! at the older version with them put in.
 //!
 //! - ShareFetch v2 (KIP-1206, KIP-1222): `ShareAcquireMode` int8 and `IsRenewAck` bool after
-//!   `BatchSize`. The response is the same as v1 ([`ShareFetchReply`] writes it so).
+//!   `BatchSize`. The response is the same as v1 ([`ShareFetchReply`]).
 //! - ShareAcknowledge v2 (KIP-1222): `IsRenewAck` bool after `ShareSessionEpoch`; the response
 //!   adds `AcquisitionLockTimeoutMs` int32 after `ErrorMessage`.
+//! - DescribeShareGroupOffsets v1 (KIP-1226): the request is v0's; each response partition
+//!   adds `Lag` int64 after `LeaderEpoch`.
+//! - ReadShareGroupStateSummary v1 (KIP-1226): the request is v0's; each response partition
+//!   adds `DeliveryCompleteCount` int32 after `StartOffset`.
 //!
-//! Both directions are here (the integration tests speak v2 as clients). The field layouts
-//! are those of Kafka 4.4's `ShareFetchRequest.json`,
-//! `ShareAcknowledgeRequest.json` and `ShareAcknowledgeResponse.json`.
+//! Both directions are here (the integration tests speak the new versions as clients, and
+//! brokers ask each other for state summaries). The field layouts are those of Kafka 4.4's
+//! JSON schemas of these messages.
+
+use std::collections::HashMap;
 
 use anyhow::{anyhow, Result};
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
-    ShareFetchResponse,
+    ApiKey, DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
+    ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse, ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
 };
 use kafka_protocol::protocol::buf::{ByteBuf, ByteBufMut};
 use kafka_protocol::protocol::{Decodable, Encodable};
+use uuid::Uuid;
 
 /// The APIs this module extends, with the newest version it reads and writes.
-pub const VERSIONS: &[(ApiKey, i16)] = &[(ApiKey::ShareFetch, 2), (ApiKey::ShareAcknowledge, 2)];
+pub const VERSIONS: &[(ApiKey, i16)] = &[
+    (ApiKey::ShareFetch, 2),
+    (ApiKey::ShareAcknowledge, 2),
+    (ApiKey::DescribeShareGroupOffsets, 1),
+    (ApiKey::ReadShareGroupStateSummary, 1),
+];
 
 /// ShareFetch's acquire mode (KIP-1206, the client's `share.acquire.mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -34,6 +48,10 @@ pub enum AcquireMode {
     RecordLimit = 1,
 }
 
+/// A message whose newer versions are laid out as version `OLD`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LaidOutAs<M, const OLD: i16>(pub M);
+
 /// A ShareFetch request of any version Cairn serves.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ShareFetch {
@@ -44,8 +62,7 @@ pub struct ShareFetch {
 }
 
 /// A ShareFetch response of any version Cairn serves.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ShareFetchReply(pub ShareFetchResponse);
+pub type ShareFetchReply = LaidOutAs<ShareFetchResponse, 1>;
 
 /// A ShareAcknowledge request of any version Cairn serves.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -62,6 +79,100 @@ pub struct ShareAcknowledgeReply {
     pub acquisition_lock_timeout_ms: i32,
 }
 
+/// A DescribeShareGroupOffsets request of any version Cairn serves.
+pub type ShareGroupOffsets = LaidOutAs<DescribeShareGroupOffsetsRequest, 0>;
+
+/// A (group, topic id, partition) a share-group answer names.
+pub type GroupPartition = (String, Uuid, i32);
+
+/// A DescribeShareGroupOffsets response of any version Cairn serves.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ShareGroupOffsetsReply {
+    pub response: DescribeShareGroupOffsetsResponse,
+    /// v1+: each partition's lag; a partition without one is sent as -1 (unknown).
+    pub lags: HashMap<GroupPartition, i64>,
+}
+
+/// A ReadShareGroupStateSummary request of any version Cairn serves.
+pub type ShareStateSummary = LaidOutAs<ReadShareGroupStateSummaryRequest, 0>;
+
+/// A ReadShareGroupStateSummary response of any version Cairn serves.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ShareStateSummaryReply {
+    pub response: ReadShareGroupStateSummaryResponse,
+    /// v1+: each partition's records at or past the start offset whose delivery is complete
+    /// (acknowledged or archived); a partition without one is sent as -1 (unknown).
+    pub delivery_complete: HashMap<(Uuid, i32), i32>,
+}
+
+/// One piece of a message's layout at its older version, as far as the new fields.
+#[derive(Debug, Clone, Copy)]
+enum Piece {
+    /// Fixed-size fields of so many bytes.
+    Fixed(usize),
+    /// A compact (nullable) string.
+    Str,
+    /// A compact array whose elements are laid out so.
+    Array(&'static [Piece]),
+    /// Tagged fields.
+    Tags,
+    /// A field of so many bytes the newer version adds here.
+    New(usize),
+}
+
+use Piece::{Array, Fixed, New, Str, Tags};
+
+/// ShareFetch v2: after GroupId, MemberId and six int32s.
+const SHARE_FETCH_V2: &[Piece] = &[Str, Str, Fixed(24), New(2)];
+/// ShareAcknowledge v2's request: after GroupId, MemberId and the epoch.
+const SHARE_ACKNOWLEDGE_V2: &[Piece] = &[Str, Str, Fixed(4), New(1)];
+/// ShareAcknowledge v2's response: after ThrottleTimeMs, ErrorCode and ErrorMessage.
+const SHARE_ACKNOWLEDGE_REPLY_V2: &[Piece] = &[Fixed(6), Str, New(4)];
+/// DescribeShareGroupOffsets v1's response: groups, topics, partitions (index, start
+/// offset, leader epoch, then the lag).
+const SHARE_GROUP_OFFSETS_REPLY_V1: &[Piece] = &[
+    Fixed(4),
+    Array(&[
+        Str,
+        Array(&[
+            Str,
+            Fixed(16),
+            Array(&[Fixed(16), New(8), Fixed(2), Str, Tags]),
+            Tags,
+        ]),
+        Fixed(2),
+        Str,
+        Tags,
+    ]),
+    Tags,
+];
+/// ReadShareGroupStateSummary v1's response: results, partitions (partition, error, message,
+/// state epoch, leader epoch, start offset, then the count).
+const SHARE_STATE_SUMMARY_REPLY_V1: &[Piece] = &[
+    Array(&[
+        Fixed(16),
+        Array(&[Fixed(6), Str, Fixed(16), New(4), Tags]),
+        Tags,
+    ]),
+    Tags,
+];
+
+impl<M: Decodable, const OLD: i16> Decodable for LaidOutAs<M, OLD> {
+    fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
+        Ok(LaidOutAs(M::decode(buf, version.min(OLD))?))
+    }
+}
+
+impl<M: Encodable, const OLD: i16> Encodable for LaidOutAs<M, OLD> {
+    fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
+        self.0.encode(buf, version.min(OLD))
+    }
+
+    fn compute_size(&self, version: i16) -> Result<usize> {
+        self.0.compute_size(version.min(OLD))
+    }
+}
+
 impl Decodable for ShareFetch {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
         if version < 2 {
@@ -70,22 +181,16 @@ impl Decodable for ShareFetch {
                 ..Default::default()
             });
         }
-        let body = take_all(buf);
-        let at = share_fetch_fields_at(&body)?;
-        if at + 2 > body.len() {
-            return Err(anyhow!("ShareFetch v2 body too short"));
-        }
-        let acquire_mode = match body[at] {
+        let (request, fields) = decode_without(buf, 1, SHARE_FETCH_V2)?;
+        let acquire_mode = match fields[0] {
             0 => AcquireMode::BatchOptimized,
             1 => AcquireMode::RecordLimit,
             m => return Err(anyhow!("unknown ShareAcquireMode {m}")),
         };
-        let renew_ack = body[at + 1] != 0;
-        let mut rest = cut(&body, at, 2);
         Ok(ShareFetch {
-            request: ShareFetchRequest::decode(&mut rest, 1)?,
+            request,
             acquire_mode,
-            renew_ack,
+            renew_ack: fields[1] != 0,
         })
     }
 }
@@ -98,16 +203,10 @@ impl Decodable for ShareAcknowledge {
                 renew_ack: false,
             });
         }
-        let body = take_all(buf);
-        let at = share_acknowledge_field_at(&body)?;
-        if at >= body.len() {
-            return Err(anyhow!("ShareAcknowledge v2 body too short"));
-        }
-        let renew_ack = body[at] != 0;
-        let mut rest = cut(&body, at, 1);
+        let (request, fields) = decode_without(buf, 1, SHARE_ACKNOWLEDGE_V2)?;
         Ok(ShareAcknowledge {
-            request: ShareAcknowledgeRequest::decode(&mut rest, 1)?,
-            renew_ack,
+            request,
+            renew_ack: fields[0] != 0,
         })
     }
 }
@@ -123,7 +222,7 @@ impl Encodable for ShareFetch {
             return self.request.encode(buf, version);
         }
         let fields = [self.acquire_mode as u8, self.renew_ack as u8];
-        encode_with(&self.request, 1, share_fetch_fields_at, &fields, buf)
+        encode_with(&self.request, 1, SHARE_FETCH_V2, &fields, buf)
     }
 
     fn compute_size(&self, version: i16) -> Result<usize> {
@@ -141,21 +240,12 @@ impl Encodable for ShareAcknowledge {
             return self.request.encode(buf, version);
         }
         let field = [self.renew_ack as u8];
-        encode_with(&self.request, 1, share_acknowledge_field_at, &field, buf)
+        encode_with(&self.request, 1, SHARE_ACKNOWLEDGE_V2, &field, buf)
     }
 
     fn compute_size(&self, version: i16) -> Result<usize> {
         let v1 = self.request.compute_size(version.min(1))?;
         Ok(if version >= 2 { v1 + 1 } else { v1 })
-    }
-}
-
-impl Decodable for ShareFetchReply {
-    fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        Ok(ShareFetchReply(ShareFetchResponse::decode(
-            buf,
-            version.min(1),
-        )?))
     }
 }
 
@@ -167,27 +257,11 @@ impl Decodable for ShareAcknowledgeReply {
                 acquisition_lock_timeout_ms: 0,
             });
         }
-        let body = take_all(buf);
-        let at = lock_timeout_at(&body)?;
-        let timeout = body
-            .get(at..at + 4)
-            .ok_or_else(|| anyhow!("ShareAcknowledge v2 response too short"))?;
-        let acquisition_lock_timeout_ms = i32::from_be_bytes(timeout.try_into()?);
-        let mut rest = cut(&body, at, 4);
+        let (response, fields) = decode_without(buf, 1, SHARE_ACKNOWLEDGE_REPLY_V2)?;
         Ok(ShareAcknowledgeReply {
-            response: ShareAcknowledgeResponse::decode(&mut rest, 1)?,
-            acquisition_lock_timeout_ms,
+            response,
+            acquisition_lock_timeout_ms: i32::from_be_bytes(fields[..4].try_into()?),
         })
-    }
-}
-
-impl Encodable for ShareFetchReply {
-    fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        self.0.encode(buf, version.min(1))
-    }
-
-    fn compute_size(&self, version: i16) -> Result<usize> {
-        self.0.compute_size(version.min(1))
     }
 }
 
@@ -197,7 +271,7 @@ impl Encodable for ShareAcknowledgeReply {
             return self.response.encode(buf, version);
         }
         let timeout = self.acquisition_lock_timeout_ms.to_be_bytes();
-        encode_with(&self.response, 1, lock_timeout_at, &timeout, buf)
+        encode_with(&self.response, 1, SHARE_ACKNOWLEDGE_REPLY_V2, &timeout, buf)
     }
 
     fn compute_size(&self, version: i16) -> Result<usize> {
@@ -206,58 +280,230 @@ impl Encodable for ShareAcknowledgeReply {
     }
 }
 
-/// Where ShareFetch v2's new fields sit: after GroupId, MemberId and six int32s.
-fn share_fetch_fields_at(body: &[u8]) -> Result<usize> {
-    skip_compact_string(body, 0)
-        .and_then(|at| skip_compact_string(body, at))
-        .map(|at| at + 6 * 4)
-        .filter(|at| *at <= body.len())
-        .ok_or_else(|| anyhow!("ShareFetch body too short"))
+impl ShareGroupOffsetsReply {
+    /// Every partition of the response, in wire order.
+    fn partitions(&self) -> impl Iterator<Item = GroupPartition> + '_ {
+        self.response.groups.iter().flat_map(|g| {
+            g.topics.iter().flat_map(move |t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| (g.group_id.to_string(), t.topic_id, p.partition_index))
+            })
+        })
+    }
 }
 
-/// Where ShareAcknowledge v2's `IsRenewAck` sits: after GroupId, MemberId and the epoch.
-fn share_acknowledge_field_at(body: &[u8]) -> Result<usize> {
-    skip_compact_string(body, 0)
-        .and_then(|at| skip_compact_string(body, at))
-        .map(|at| at + 4)
-        .filter(|at| *at <= body.len())
-        .ok_or_else(|| anyhow!("ShareAcknowledge body too short"))
+impl Decodable for ShareGroupOffsetsReply {
+    fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
+        if version < 1 {
+            return Ok(ShareGroupOffsetsReply {
+                response: DescribeShareGroupOffsetsResponse::decode(buf, version)?,
+                lags: HashMap::new(),
+            });
+        }
+        let (response, fields) = decode_without(buf, 0, SHARE_GROUP_OFFSETS_REPLY_V1)?;
+        let mut reply = ShareGroupOffsetsReply {
+            response,
+            lags: HashMap::new(),
+        };
+        let lags = fields
+            .chunks_exact(8)
+            .map(|b| i64::from_be_bytes(b.try_into().expect("8 bytes")));
+        reply.lags = reply.partitions().zip(lags).collect();
+        Ok(reply)
+    }
 }
 
-/// Where ShareAcknowledge v2's `AcquisitionLockTimeoutMs` sits in the response: after
-/// ThrottleTimeMs, ErrorCode and ErrorMessage.
-fn lock_timeout_at(body: &[u8]) -> Result<usize> {
-    skip_compact_string(body, 6).ok_or_else(|| anyhow!("ShareAcknowledge response too short"))
+impl Encodable for ShareGroupOffsetsReply {
+    fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
+        if version < 1 {
+            return self.response.encode(buf, version);
+        }
+        let lags: Vec<u8> = self
+            .partitions()
+            .flat_map(|k| self.lags.get(&k).copied().unwrap_or(-1).to_be_bytes())
+            .collect();
+        encode_with(&self.response, 0, SHARE_GROUP_OFFSETS_REPLY_V1, &lags, buf)
+    }
+
+    fn compute_size(&self, version: i16) -> Result<usize> {
+        let v0 = self.response.compute_size(0)?;
+        Ok(match version {
+            0 => v0,
+            _ => v0 + 8 * self.partitions().count(),
+        })
+    }
 }
 
-/// `message` encoded at `version`, with `fields` put in at the place `at` finds.
+impl ShareStateSummaryReply {
+    /// Every partition of the response, in wire order.
+    fn partitions(&self) -> impl Iterator<Item = (Uuid, i32)> + '_ {
+        self.response
+            .results
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, p.partition)))
+    }
+}
+
+impl Decodable for ShareStateSummaryReply {
+    fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
+        if version < 1 {
+            return Ok(ShareStateSummaryReply {
+                response: ReadShareGroupStateSummaryResponse::decode(buf, version)?,
+                delivery_complete: HashMap::new(),
+            });
+        }
+        let (response, fields) = decode_without(buf, 0, SHARE_STATE_SUMMARY_REPLY_V1)?;
+        let mut reply = ShareStateSummaryReply {
+            response,
+            delivery_complete: HashMap::new(),
+        };
+        let counts = fields
+            .chunks_exact(4)
+            .map(|b| i32::from_be_bytes(b.try_into().expect("4 bytes")));
+        reply.delivery_complete = reply.partitions().zip(counts).collect();
+        Ok(reply)
+    }
+}
+
+impl Encodable for ShareStateSummaryReply {
+    fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
+        if version < 1 {
+            return self.response.encode(buf, version);
+        }
+        let counts: Vec<u8> = self
+            .partitions()
+            .flat_map(|k| {
+                let n = self.delivery_complete.get(&k).copied().unwrap_or(-1);
+                n.to_be_bytes()
+            })
+            .collect();
+        encode_with(
+            &self.response,
+            0,
+            SHARE_STATE_SUMMARY_REPLY_V1,
+            &counts,
+            buf,
+        )
+    }
+
+    fn compute_size(&self, version: i16) -> Result<usize> {
+        let v0 = self.response.compute_size(0)?;
+        Ok(match version {
+            0 => v0,
+            _ => v0 + 4 * self.partitions().count(),
+        })
+    }
+}
+
+/// `message` encoded at `old`, with `fields` put in at the `New` pieces of `layout` (each
+/// taking its size from the front of `fields`, in wire order).
 fn encode_with<M: Encodable, B: ByteBufMut>(
     message: &M,
-    version: i16,
-    at: fn(&[u8]) -> Result<usize>,
+    old: i16,
+    layout: &[Piece],
     fields: &[u8],
     buf: &mut B,
 ) -> Result<()> {
-    let mut old = BytesMut::with_capacity(message.compute_size(version)?);
-    message.encode(&mut old, version)?;
-    let at = at(&old)?;
-    buf.put_slice(&old[..at]);
-    buf.put_slice(fields);
-    buf.put_slice(&old[at..]);
+    let mut body = BytesMut::with_capacity(message.compute_size(old)?);
+    message.encode(&mut body, old)?;
+    let places = new_fields(layout, &body, false)?;
+    if places.iter().map(|(_, n)| n).sum::<usize>() != fields.len() {
+        return Err(anyhow!(
+            "{} bytes of new fields for {places:?}",
+            fields.len()
+        ));
+    }
+    let (mut from, mut taken) = (0, 0);
+    for (at, n) in places {
+        buf.put_slice(&body[from..at]);
+        buf.put_slice(&fields[taken..taken + n]);
+        (from, taken) = (at, taken + n);
+    }
+    buf.put_slice(&body[from..]);
     Ok(())
 }
 
-fn take_all<B: ByteBuf>(buf: &mut B) -> Bytes {
+/// The message in `buf`, laid out as version `old` with the `New` pieces of `layout` in it:
+/// decoded at `old` without them, and their bytes in wire order.
+fn decode_without<M: Decodable, B: ByteBuf>(
+    buf: &mut B,
+    old: i16,
+    layout: &[Piece],
+) -> Result<(M, Vec<u8>)> {
     let n = buf.remaining();
-    buf.get_bytes(n)
+    let body = buf.get_bytes(n);
+    let places = new_fields(layout, &body, true)?;
+    let mut fields = Vec::new();
+    let mut rest = BytesMut::with_capacity(body.len());
+    let mut from = 0;
+    for (at, n) in places {
+        rest.put_slice(&body[from..at]);
+        fields.extend_from_slice(&body[at..at + n]);
+        from = at + n;
+    }
+    rest.put_slice(&body[from..]);
+    let message = M::decode(&mut rest.freeze(), old)?;
+    Ok((message, fields))
 }
 
-/// `body` without its `len` bytes at `at`.
-fn cut(body: &[u8], at: usize, len: usize) -> Bytes {
-    let mut out = BytesMut::with_capacity(body.len() - len);
-    out.put_slice(&body[..at]);
-    out.put_slice(&body[at + len..]);
-    out.freeze()
+/// Where each `New` piece of `layout` sits in `body` (position, size), in wire order. With
+/// `present`, `body` has them (the newer version), else not (the older).
+fn new_fields(layout: &[Piece], body: &[u8], present: bool) -> Result<Vec<(usize, usize)>> {
+    let mut places = Vec::new();
+    let mut at = 0;
+    walk(layout, body, &mut at, present, &mut places)
+        .ok_or_else(|| anyhow!("message too short for its layout ({} bytes)", body.len()))?;
+    Ok(places)
+}
+
+fn walk(
+    layout: &[Piece],
+    b: &[u8],
+    at: &mut usize,
+    present: bool,
+    places: &mut Vec<(usize, usize)>,
+) -> Option<()> {
+    for piece in layout {
+        match *piece {
+            Fixed(n) => *at += n,
+            Str => *at = skip_compact_string(b, *at)?,
+            Array(element) => {
+                let (n, next) = unsigned_varint(b, *at)?;
+                *at = next;
+                // Length + 1, 0 for null; every element takes at least a byte.
+                let n = n.saturating_sub(1);
+                if n > (b.len() - *at) as u64 {
+                    return None;
+                }
+                for _ in 0..n {
+                    walk(element, b, at, present, places)?;
+                }
+            }
+            Tags => {
+                let (n, mut next) = unsigned_varint(b, *at)?;
+                for _ in 0..n {
+                    let (_tag, after) = unsigned_varint(b, next)?;
+                    let (size, after) = unsigned_varint(b, after)?;
+                    next = after.checked_add(size as usize)?;
+                    if next > b.len() {
+                        return None;
+                    }
+                }
+                *at = next;
+            }
+            New(n) => {
+                places.push((*at, n));
+                if present {
+                    *at += n;
+                }
+            }
+        }
+        if *at > b.len() {
+            return None;
+        }
+    }
+    Some(())
 }
 
 /// The position after the compact nullable string at `at`.
@@ -284,6 +530,7 @@ fn unsigned_varint(b: &[u8], mut at: usize) -> Option<(u64, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use kafka_protocol::messages::share_acknowledge_request::{
         AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch,
     };
@@ -395,8 +642,8 @@ mod tests {
 
     #[test]
     fn share_fetch_reply_v2_is_v1() {
-        let reply =
-            ShareFetchReply(ShareFetchResponse::default().with_acquisition_lock_timeout_ms(9));
+        let reply: ShareFetchReply =
+            LaidOutAs(ShareFetchResponse::default().with_acquisition_lock_timeout_ms(9));
         let (mut v1, mut v2) = (BytesMut::new(), BytesMut::new());
         reply.0.encode(&mut v1, 1).unwrap();
         reply.encode(&mut v2, 2).unwrap();
@@ -422,5 +669,122 @@ mod tests {
         assert_eq!(&v2[9..13], &15_000i32.to_be_bytes());
         assert_eq!(&v2[..9], &v1[..9]);
         assert_eq!(&v2[13..], &v1[9..]);
+    }
+
+    fn offsets_reply() -> ShareGroupOffsetsReply {
+        use kafka_protocol::messages::describe_share_group_offsets_response::*;
+        let part = |i: i32, msg: Option<&'static str>| {
+            DescribeShareGroupOffsetsResponsePartition::default()
+                .with_partition_index(i)
+                .with_start_offset(3)
+                .with_leader_epoch(1)
+                .with_error_message(msg.map(StrBytes::from_static_str))
+        };
+        let topic = |name: &'static str, id: u128, parts| {
+            DescribeShareGroupOffsetsResponseTopic::default()
+                .with_topic_name(kafka_protocol::messages::TopicName(
+                    StrBytes::from_static_str(name),
+                ))
+                .with_topic_id(Uuid::from_u128(id))
+                .with_partitions(parts)
+        };
+        let response = DescribeShareGroupOffsetsResponse::default().with_groups(vec![
+            DescribeShareGroupOffsetsResponseGroup::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("g1")))
+                .with_topics(vec![
+                    topic("a", 1, vec![part(0, None), part(1, Some("late"))]),
+                    topic("bb", 2, vec![part(0, None)]),
+                ]),
+            DescribeShareGroupOffsetsResponseGroup::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("g2")))
+                .with_error_code(69)
+                .with_error_message(Some(StrBytes::from_static_str("no such group"))),
+        ]);
+        let lags = [
+            (("g1".to_string(), Uuid::from_u128(1), 0), 2),
+            (("g1".to_string(), Uuid::from_u128(1), 1), 0),
+            (("g1".to_string(), Uuid::from_u128(2), 0), 7),
+        ];
+        ShareGroupOffsetsReply {
+            response,
+            lags: lags.into_iter().collect(),
+        }
+    }
+
+    #[test]
+    fn share_group_offsets_v1_puts_the_lag_after_each_partition_leader_epoch() {
+        let reply = offsets_reply();
+        let (mut v0, mut v1) = (BytesMut::new(), BytesMut::new());
+        reply.encode(&mut v0, 0).unwrap();
+        reply.encode(&mut v1, 1).unwrap();
+        assert_eq!(v1.len(), v0.len() + 3 * 8);
+        assert_eq!(reply.compute_size(1).unwrap(), v1.len());
+        // throttle 4, groups 1, "g1" 3, topics 1, "a" 2, id 16, partitions 1, then the
+        // first partition's index 4, start 8, epoch 4 and its lag.
+        let at = 4 + 1 + 3 + 1 + 2 + 16 + 1 + 16;
+        assert_eq!(&v1[at..at + 8], &2i64.to_be_bytes());
+        assert_eq!(&v1[..at], &v0[..at]);
+        let got = ShareGroupOffsetsReply::decode(&mut v1.freeze(), 1).unwrap();
+        assert_eq!(got, reply);
+        // v0 carries no lag; a partition with none is sent as unknown.
+        let got = ShareGroupOffsetsReply::decode(&mut v0.freeze(), 0).unwrap();
+        assert!(got.lags.is_empty());
+        let mut b = BytesMut::new();
+        got.encode(&mut b, 1).unwrap();
+        let back = ShareGroupOffsetsReply::decode(&mut b.freeze(), 1).unwrap();
+        assert_eq!(back.lags.len(), 3);
+        assert!(back.lags.values().all(|l| *l == -1));
+    }
+
+    #[test]
+    fn share_state_summary_v1_round_trips_the_delivery_complete_counts() {
+        use kafka_protocol::messages::read_share_group_state_summary_response::*;
+        let part = |i: i32, msg: Option<&'static str>| {
+            PartitionResult::default()
+                .with_partition(i)
+                .with_state_epoch(2)
+                .with_leader_epoch(3)
+                .with_start_offset(40)
+                .with_error_message(msg.map(StrBytes::from_static_str))
+        };
+        let reply = ShareStateSummaryReply {
+            response: ReadShareGroupStateSummaryResponse::default().with_results(vec![
+                ReadStateSummaryResult::default()
+                    .with_topic_id(Uuid::from_u128(4))
+                    .with_partitions(vec![part(0, Some("x")), part(5, None)]),
+                ReadStateSummaryResult::default().with_topic_id(Uuid::from_u128(6)),
+            ]),
+            delivery_complete: [((Uuid::from_u128(4), 0), 11), ((Uuid::from_u128(4), 5), 0)]
+                .into_iter()
+                .collect(),
+        };
+        let (mut v0, mut v1) = (BytesMut::new(), BytesMut::new());
+        reply.encode(&mut v0, 0).unwrap();
+        reply.encode(&mut v1, 1).unwrap();
+        assert_eq!(v1.len(), v0.len() + 2 * 4);
+        // results 1, id 16, partitions 1, partition 4, error 2, "x" 2, state epoch 4,
+        // leader epoch 4, start 8, then the count.
+        let at = 1 + 16 + 1 + 4 + 2 + 2 + 16;
+        assert_eq!(&v1[at..at + 4], &11i32.to_be_bytes());
+        assert_eq!(
+            ShareStateSummaryReply::decode(&mut v1.freeze(), 1).unwrap(),
+            reply
+        );
+    }
+
+    #[test]
+    fn a_body_cut_short_or_claiming_too_many_elements_is_refused() {
+        let mut v1 = BytesMut::new();
+        offsets_reply().encode(&mut v1, 1).unwrap();
+        for n in [0, 5, 30, v1.len() - 1] {
+            let mut short = Bytes::copy_from_slice(&v1[..n]);
+            assert!(
+                ShareGroupOffsetsReply::decode(&mut short, 1).is_err(),
+                "{n}"
+            );
+        }
+        // A group count of 2^28 in a few bytes.
+        let mut huge = Bytes::from_static(&[0, 0, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x01, 0]);
+        assert!(ShareGroupOffsetsReply::decode(&mut huge, 1).is_err());
     }
 }
