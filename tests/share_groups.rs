@@ -124,10 +124,18 @@ fn members_acquire_records_one_at_a_time() {
     let r = share_ack(&mut a, "g", "member-a", 2, t, &[(0, 4, &[1, 1, 2, 3, 1])]);
     assert_eq!(r.error_code, 0);
     assert_eq!(r.responses[0].partitions[0].error_code, 0);
-    let r = share_fetch(&mut bb, "g", "member-b", 3, t, &[], 5000);
+    // MaxBytes 0 fetches nothing, though c is free, as in Kafka (librdkafka's 0180).
+    let req = common::share::fetch_request("g", "member-b", 3, t, &[])
+        .with_max_wait_ms(200)
+        .with_max_bytes(0)
+        .with_max_records(500);
+    let r: ShareFetchResponse = bb.send(ApiKey::ShareFetch, 1, &req);
+    assert_eq!(r.error_code, 0);
+    assert!(acquired(&r).is_empty(), "{:?}", acquired(&r));
+    let r = share_fetch(&mut bb, "g", "member-b", 4, t, &[], 5000);
     assert_eq!(acquired(&r), [(2, 2, 2)]);
     // Accepting it with the next fetch finishes the partition's records.
-    let r = share_fetch(&mut bb, "g", "member-b", 4, t, &[(2, 2, &[1])], 200);
+    let r = share_fetch(&mut bb, "g", "member-b", 5, t, &[(2, 2, &[1])], 200);
     assert_eq!(partition_codes(&r), [(0, 0)]);
     assert!(acquired(&r).is_empty());
     let r = share_fetch(&mut a, "g", "member-a", 3, t, &[], 200);
@@ -139,7 +147,7 @@ fn members_acquire_records_one_at_a_time() {
     let r = share_fetch(&mut a, "g", "member-a", 4, t, &[], 5000);
     assert_eq!(acquired(&r), [(5, 5, 1)]);
     drop(a);
-    let r = share_fetch(&mut bb, "g", "member-b", 5, t, &[], 10_000);
+    let r = share_fetch(&mut bb, "g", "member-b", 6, t, &[], 10_000);
     assert_eq!(acquired(&r), [(5, 5, 2)]);
 }
 

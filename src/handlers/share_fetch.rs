@@ -236,11 +236,9 @@ async fn share_fetch(
     let partitions = broker.shares.session_partitions(&group, &member);
     let wait = Duration::from_millis((req.max_wait_ms.max(0) as u64).min(SHARE_FETCH_WAIT_MS_MAX));
     let deadline = tokio::time::Instant::now() + wait;
-    let max_bytes = if req.max_bytes <= 0 {
-        i32::MAX as usize
-    } else {
-        req.max_bytes as usize
-    };
+    // MaxBytes 0 fetches nothing, as in Kafka (librdkafka's 0180 pins this, "as the Java
+    // client": `fetch.max.bytes=0` is accepted and polls come back empty).
+    let max_bytes = req.max_bytes.max(0) as usize;
     let max_records = if req.max_records <= 0 {
         500
     } else {

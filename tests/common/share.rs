@@ -86,7 +86,7 @@ pub fn renew_fetch(
     r.0
 }
 
-fn fetch_request(
+pub fn fetch_request(
     group: &str,
     member: &str,
     epoch: i32,
