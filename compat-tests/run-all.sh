@@ -11,7 +11,10 @@ CAIRN=${1:?usage: run-all.sh path/to/cairn [suite...]}
 shift
 here=$(cd "$(dirname "$0")" && pwd)
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 java-cluster kcat librdkafka librdkafka-cluster kafka-python franz-go kafkajs confluent-kafka)
+[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 java-cluster kcat librdkafka librdkafka-2.15.1 librdkafka-cluster kafka-python franz-go kafkajs confluent-kafka)
+# LIBRDKAFKA_CACHE, if the caller set it, is Debian's librdkafka's (LIBRDKAFKA_NEWEST_CACHE
+# the newest release's).
+rdk_cache="${LIBRDKAFKA_CACHE:-}"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -77,7 +80,7 @@ start_broker() { # $1: suite name
   # verification prevents; its Java 4.x producers (transaction version 2) are checked anyway.
   local partitions=1 node=1 min_session=6000 verify=true
   case "$1" in
-    librdkafka) partitions=4 ;;
+    librdkafka | librdkafka-2.*) partitions=4 ;;
     kafka-python) partitions=4 node=0 min_session=1000 ;;
     java | java-*) verify=false ;;
   esac
@@ -109,7 +112,8 @@ timings=()
 # the Java check groups but Kafka Streams (ONLY, if set, is the caller's choice)
 no_streams='topics|console|get_offsets|configs|delete_records|verifiable|groups|transactions|share|features'
 for s in "${suites[@]}"; do
-  unset ALLOW_LIST KAFKA_VERSION PARALLEL
+  unset ALLOW_LIST KAFKA_VERSION PARALLEL LIBRDKAFKA_RELEASE TEST_KAFKA_VERSION EXPECTED_FAILURES
+  if [[ -n "$rdk_cache" ]]; then export LIBRDKAFKA_CACHE="$rdk_cache"; else unset LIBRDKAFKA_CACHE; fi
   suite_only="${ONLY:-}"
   case "$s" in
     # The share group checks on a three-node cluster, with the newest client: a share
@@ -136,6 +140,16 @@ for s in "${suites[@]}"; do
     # 13 minutes; a test that fails is run again alone (FLAKY) before it counts.
     librdkafka)
       setup="$here/librdkafka/setup.sh"; run="$here/librdkafka/run.sh"
+      export PARALLEL="${LIBRDKAFKA_PARALLEL:-2}" ;;
+    # The newest librdkafka release's own suite (KIP-848 groups, the newer admin APIs, the
+    # share consumer), gated as for Apache Kafka 4.4, beside Debian's 2.0.2 above: its allow
+    # list is what passes against Apache Kafka 4.4.0 (librdkafka/README.md).
+    librdkafka-2.*)
+      setup="$here/librdkafka/setup.sh"; run="$here/librdkafka/run.sh"
+      export LIBRDKAFKA_RELEASE="${s#librdkafka-}" TEST_KAFKA_VERSION=4.4.0
+      export LIBRDKAFKA_CACHE="${LIBRDKAFKA_NEWEST_CACHE:-$HOME/.cache/cairn-librdkafka-$LIBRDKAFKA_RELEASE}"
+      export ALLOW_LIST="$here/librdkafka/allow-list-$LIBRDKAFKA_RELEASE.txt"
+      export EXPECTED_FAILURES="$here/librdkafka/expected-failures-$LIBRDKAFKA_RELEASE.txt"
       export PARALLEL="${LIBRDKAFKA_PARALLEL:-2}" ;;
     *) setup="$here/$s/setup.sh"; run="$here/$s/run.sh" ;;
   esac

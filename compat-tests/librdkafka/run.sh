@@ -12,7 +12,11 @@
 #   TEST_KAFKA_VERSION   version the tests gate on    (default 3.9.0)
 #   TIMEOUT_MULTIPLIER   test.timeout.multiplier      (default 2)
 #   PER_TEST_TIMEOUT     hard wall-clock cap per test (default 300 s)
-#   LIBRDKAFKA_CACHE     where setup.sh built things  (default ~/.cache/cairn-librdkafka)
+#   LIBRDKAFKA_RELEASE   the release setup.sh built   (default: Debian's)
+#   LIBRDKAFKA_CACHE     where setup.sh built things  (default ~/.cache/cairn-librdkafka[-RELEASE])
+#   ALLOW_LIST           the tests to run             (default allow-list.txt)
+#   EXPECTED_FAILURES    their known failures         (default expected-failures.txt)
+#   RUN_SLOW=1           also run the entries marked slow
 #   RUN_DIR              where logs go                (default $LIBRDKAFKA_CACHE/runs/<timestamp>)
 #   REEVALUATE=1         with RUN_DIR=<old run>: only re-parse that run's logs
 #   RETRY_FAILED=0       no rerun of failed tests (by default each failure is rerun once, alone,
@@ -25,7 +29,8 @@
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-CACHE="${LIBRDKAFKA_CACHE:-$HOME/.cache/cairn-librdkafka}"
+RELEASE="${LIBRDKAFKA_RELEASE:-}"
+CACHE="${LIBRDKAFKA_CACHE:-$HOME/.cache/cairn-librdkafka${RELEASE:+-$RELEASE}}"
 BOOTSTRAP="${BOOTSTRAP:-127.0.0.1:9092}"
 PARALLEL="${PARALLEL:-1}"
 export TEST_KAFKA_VERSION="${TEST_KAFKA_VERSION:-3.9.0}"
@@ -70,15 +75,19 @@ export LD_LIBRARY_PATH="$SRC/src:$SRC/src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PAT
 # ALLOW_LIST: another list in the same format (cluster-allow-list.txt: tests that need
 # several brokers, run by run-all.sh's librdkafka-cluster suite against three nodes).
 ALLOW_LIST="${ALLOW_LIST:-$HERE/allow-list.txt}"
-declare -a ORDER=()
+declare -a ORDER=() SLOW_LEFT=()
 declare -A SOCKEM=() SUB=() NUM=() XFAIL=()
 while read -r num rest; do
     [[ -z "$num" || "$num" == \#* ]] && continue
     opts="${rest%%#*}"
     id="$num"; sub=""
+    # "slow": passes, but takes a minute or more; run only with RUN_SLOW=1 (CI's budget).
+    if [[ " $opts " == *" slow "* && "${RUN_SLOW:-0}" != 1 ]]; then
+        SLOW_LEFT+=("$num"); continue
+    fi
     for o in $opts; do
         case "$o" in
-            sockem) ;;
+            sockem | slow) ;;
             sub=*) sub="${o#sub=}"; id="$num/$sub" ;;
             *) echo "librdkafka: allow-list.txt: unknown option '$o' for $num" >&2 ;;
         esac
@@ -86,11 +95,12 @@ while read -r num rest; do
     ORDER+=("$id"); NUM[$id]="$num"; SUB[$id]="$sub"
     [[ " $opts " == *" sockem "* ]] && SOCKEM[$id]=1
 done < "$ALLOW_LIST"
-if [[ -f "$HERE/expected-failures.txt" ]]; then
+EXPECTED_FAILURES="${EXPECTED_FAILURES:-$HERE/expected-failures.txt}"
+if [[ -f "$EXPECTED_FAILURES" ]]; then
     while read -r id rest; do
         [[ -z "$id" || "$id" == \#* ]] && continue
         XFAIL[$id]="${rest:-expected failure}"
-    done < "$HERE/expected-failures.txt"
+    done < "$EXPECTED_FAILURES"
 fi
 
 if [[ -n "${TESTS:-}" ]]; then
@@ -108,6 +118,9 @@ fi
 
 echo "librdkafka: $(basename "$SRC") against $BOOTSTRAP, TEST_KAFKA_VERSION=$TEST_KAFKA_VERSION," \
      "${#ORDER[@]} tests, parallel $PARALLEL, logs in $RUN_DIR" >&2
+if [[ ${#SLOW_LEFT[@]} -gt 0 ]]; then
+    echo "librdkafka: not run (slow; RUN_SLOW=1 runs them): ${SLOW_LEFT[*]}"
+fi
 
 # --- preflight: partition count of auto-created topics --------------------------------
 # librdkafka's suite is normally run on trivup clusters with num.partitions=4; some

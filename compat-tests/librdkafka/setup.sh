@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
-# Fetch and build librdkafka's own test suite (Debian's source package).
+# Fetch and build librdkafka's own test suite: Debian's source package (2.0.2 on Debian 12),
+# or, with LIBRDKAFKA_RELEASE, a newer release's public source as npm carries it.
 #
 # Idempotent: a stamp file makes a second run a no-op (a few ms).
 # Nothing third-party lands in the repository: sources go to $LIBRDKAFKA_CACHE
-# (default ~/.cache/cairn-librdkafka).
+# (default ~/.cache/cairn-librdkafka, or ~/.cache/cairn-librdkafka-RELEASE).
 #
 # Env:
-#   LIBRDKAFKA_CACHE  where to unpack/build   (default ~/.cache/cairn-librdkafka)
-#   JOBS              make parallelism        (default 2)
-#   FORCE=1           ignore the stamp and redo every step
+#   LIBRDKAFKA_RELEASE  a newer release (see NPM_PACKAGES below) instead of Debian's
+#   LIBRDKAFKA_CACHE    where to unpack/build   (default above)
+#   JOBS                make parallelism        (default 2)
+#   FORCE=1             ignore the stamp and redo every step
 set -euo pipefail
 
-CACHE="${LIBRDKAFKA_CACHE:-$HOME/.cache/cairn-librdkafka}"
+RELEASE="${LIBRDKAFKA_RELEASE:-}"
+# librdkafka's own releases are on GitHub, which this project's machines cannot reach; the
+# npm registry can be, and Confluent's JavaScript client ships the whole librdkafka source
+# tree (tests included) in its package. Release -> the package version that bundles it.
+declare -A NPM_PACKAGES=([2.15.1]="@confluentinc/kafka-javascript@1.10.1")
+if [[ -n "$RELEASE" && -z "${NPM_PACKAGES[$RELEASE]:-}" ]]; then
+    echo "librdkafka setup: no known source for librdkafka $RELEASE (known: ${!NPM_PACKAGES[*]})" >&2
+    exit 2
+fi
+CACHE="${LIBRDKAFKA_CACHE:-$HOME/.cache/cairn-librdkafka${RELEASE:+-$RELEASE}}"
 JOBS="${JOBS:-2}"
 STAMP="$CACHE/.setup-done"
 
@@ -68,9 +79,30 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# 3. apt-get source librdkafka ---------------------------------------------------
+# 3. the source: npm (LIBRDKAFKA_RELEASE) or apt-get source librdkafka ---------------
 mkdir -p "$CACHE"
-src="$(ls -d "$CACHE"/librdkafka-*/ 2>/dev/null | grep -v '\.orig' | head -n1 || true)"
+if [[ -n "$RELEASE" ]]; then
+    src="$CACHE/librdkafka-$RELEASE"
+    if [[ ! -f "$src/configure" ]]; then
+        command -v npm >/dev/null || { echo "librdkafka setup: npm is needed for librdkafka $RELEASE" >&2; exit 1; }
+        pkg="${NPM_PACKAGES[$RELEASE]}"
+        echo "librdkafka setup: npm pack $pkg (librdkafka $RELEASE) -> $CACHE"
+        tmp="$(mktemp -d "$CACHE/npm.XXXXXX")"
+        (cd "$tmp" && npm pack --silent "$pkg" >/dev/null && tar xzf ./*.tgz package/deps/librdkafka)
+        # The tree must be the release asked for (rdkafka.h: 0xMMmmrrff).
+        want="$(printf '0x%02x%02x%02xff' ${RELEASE//./ })"
+        got="$(sed -nE 's/^#define RD_KAFKA_VERSION +(0x[0-9a-f]+).*/\1/p' "$tmp/package/deps/librdkafka/src/rdkafka.h")"
+        if [[ "$got" != "$want" ]]; then
+            echo "librdkafka setup: $pkg carries librdkafka $got, not $want ($RELEASE)" >&2
+            rm -rf "$tmp"; exit 1
+        fi
+        rm -rf "$src"
+        mv "$tmp/package/deps/librdkafka" "$src"
+        chmod +x "$src/configure" "$src"/lds-gen.py 2>/dev/null || true
+        rm -rf "$tmp"
+    fi
+fi
+src="${src:-$(ls -d "$CACHE"/librdkafka-*/ 2>/dev/null | grep -v '\.orig' | head -n1 || true)}"
 src="${src%/}"
 if [[ -z "$src" || ! -f "$src/configure" ]]; then
     echo "librdkafka setup: apt-get source librdkafka -> $CACHE"
