@@ -429,9 +429,12 @@ class Failure(Exception):
     pass
 
 
-def subprocess_popen(argv, out, env):
+def subprocess_popen(argv, out, env, err=None):
+    """Starts `argv` writing to `out`, and its stderr to `err` (default: `out` too). A
+    consumer whose printed records are counted needs its own `err`: a client warning
+    written mid-line would split a record's line."""
     import subprocess
-    return subprocess.Popen(argv, stdout=out, stderr=out, env=env, start_new_session=True)
+    return subprocess.Popen(argv, stdout=out, stderr=err or out, env=env, start_new_session=True)
 
 
 async def run(argv, timeout=60, check=True, env=None, input=None, stderr=False):
@@ -799,10 +802,11 @@ async def kill_consumer_coordinator(c, prod):
 
     def start_consumer():
         out = open(c.dir / f"{group}-{len(consumers)}.out", "wb")
+        err = open(c.dir / f"{group}-{len(consumers)}.err", "wb")
         consumers.append(subprocess_popen(
             [str(KAFKA_RUN), "org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server",
              c.bootstrap(), "--topic", TOPIC, "--group", group, "--consumer-property", "group.protocol=consumer",
-             "--consumer-property", "auto.offset.reset=earliest"], out, os.environ))
+             "--consumer-property", "auto.offset.reset=earliest"], out, os.environ, err))
 
     def read():
         return sum(lines_in(c.dir / f"{group}-{i}.out") for i in range(len(consumers)))
@@ -893,7 +897,7 @@ async def kill_share_coordinator(c, prod):
     consumers = [subprocess_popen(
         [str(KAFKA_RUN), SHARE_CONSOLE, "--bootstrap-server", c.bootstrap(), "--topic", TOPIC, "--group", group,
          "--formatter-property", "print.partition=true", "--formatter-property", "print.offset=true"],
-        open(o, "wb"), env) for o in outs]
+        open(o, "wb"), env, open(o.with_suffix(".err"), "wb")) for o in outs]
 
     def delivered():
         counts = {}
