@@ -151,6 +151,50 @@ fn members_acquire_records_one_at_a_time() {
     assert_eq!(acquired(&r), [(5, 5, 2)]);
 }
 
+/// One member reads two partitions through one session: while partition 0 has more records
+/// than an answer takes, partition 1's records still come, as Kafka turns the session's
+/// partitions round by the request's epoch.
+#[test]
+fn a_backlog_on_one_partition_does_not_starve_another() {
+    let b = Broker::start();
+    let mut c = b.client();
+    c.await_group_coordinator();
+    assert_eq!(c.create_topic("two", 2, &[]), 0);
+    let t = topic_id(&mut c, "two");
+    let r = heartbeat(&mut c, "g", "m", 0, Some(&["two"]));
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let both = |epoch: i32, wait: i32| {
+        let mut req = common::share::fetch_request("g", "m", epoch, t, &[])
+            .with_max_wait_ms(wait)
+            .with_max_bytes(1 << 20)
+            .with_max_records(1);
+        let p1 = req.topics[0].partitions[0].clone().with_partition_index(1);
+        req.topics[0].partitions.push(p1);
+        req
+    };
+    let mut m = b.client();
+    let r: ShareFetchResponse = m.send(ApiKey::ShareFetch, 1, &both(0, 0));
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    for v in ["a", "b", "c", "d"] {
+        assert_eq!(c.produce("two", 0, batch(&[v]), -1).0, 0);
+    }
+    assert_eq!(c.produce("two", 1, batch(&["z"]), -1).0, 0);
+    // One record per answer (MaxRecords 1, one-record batches), each held 30 s: two answers
+    // take one record of each partition, whichever comes first.
+    let mut from = Vec::new();
+    for epoch in 1..=2 {
+        let r: ShareFetchResponse = m.send(ApiKey::ShareFetch, 1, &both(epoch, 5000));
+        assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+        for p in &r.responses[0].partitions {
+            if !p.acquired_records.is_empty() {
+                from.push(p.partition_index);
+            }
+        }
+    }
+    from.sort();
+    assert_eq!(from, [0, 1], "partitions that gave records, one per answer");
+}
+
 /// A lock that runs out gives the records back.
 #[test]
 fn expired_locks_give_records_back() {

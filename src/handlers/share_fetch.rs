@@ -233,7 +233,14 @@ async fn share_fetch(
     }
     let split = acquire_mode == AcquireMode::RecordLimit;
 
-    let partitions = broker.shares.session_partitions(&group, &member);
+    let mut partitions = broker.shares.session_partitions(&group, &member);
+    // Each request starts at another of the session's partitions, by its epoch (Kafka's
+    // round-robin `PartitionRotateStrategy`): a partition with a backlog of at least
+    // MaxRecords would otherwise fill every answer and starve the partitions after it.
+    if !partitions.is_empty() {
+        let by = epoch.max(0) as usize % partitions.len();
+        partitions.rotate_left(by);
+    }
     let wait = Duration::from_millis((req.max_wait_ms.max(0) as u64).min(SHARE_FETCH_WAIT_MS_MAX));
     let deadline = tokio::time::Instant::now() + wait;
     // MaxBytes 0 fetches nothing, as in Kafka (librdkafka's 0180 pins this, "as the Java
