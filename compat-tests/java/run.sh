@@ -303,7 +303,7 @@ compile_reader() {
     # SubscriptionPattern came with the 4.0 client
     [[ "$f" == */RegexConsumer.java ]] && ! have_class org.apache.kafka.clients.consumer.SubscriptionPattern && continue
     # share groups' production API came with the 4.2 client
-    [[ "$f" == */ShareConsumers.java || "$f" == */ShareTxn.java || "$f" == */ShareLag.java ]] && ! client_at_least 4.2 && continue
+    [[ "$f" == */ShareConsumers.java || "$f" == */ShareTxn.java || "$f" == */ShareLag.java || "$f" == */ShareLeaderMove.java ]] && ! client_at_least 4.2 && continue
     # RENEW acknowledgements and share.acquire.mode came with the 4.4 client
     [[ "$f" == */ShareRenew.java ]] && ! client_at_least 4.4 && continue
     helpers+=("$f")

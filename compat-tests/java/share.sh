@@ -30,6 +30,7 @@ check_share() {
   check_share_consumers
   check_share_renew
   check_share_lag
+  check_share_leader_move
   check_share_read_committed
   check_share_console
   check_share_offsets
@@ -70,6 +71,22 @@ check_share_lag() {
   local lag; lag=$(awk -v g="$grp" -v t="$t" '$1 == g && $2 == t && $3 == 0 { print $5 }' "$WORK/shldesc.out")
   if [[ $rc -eq 0 && "$lag" == 4 ]]; then pass share-lag
   else fail share-lag "kafka-share-groups showed a lag of '$lag', want 4: $(snip "$WORK/shldesc.out" 400)"; fi
+}
+
+# A share consumer follows its partition's leadership to another broker while the old
+# leader stays up (ShareLeaderMove.java): the old leader's NOT_LEADER_OR_FOLLOWER answers
+# must name the new leader, which the 4.4 client takes over its cached one. Needs two
+# brokers (the java-cluster suite); skipped on one.
+check_share_leader_move() {
+  local t="cairn-jt-sharem-$RUN_ID" rc
+  if ! client_at_least 4.2; then
+    skip share-leader-move "share groups are production-ready from Kafka 4.2 (KIP-932)"; return
+  fi
+  helper shm ShareLeaderMove "$BOOTSTRAP" "cairn-jt-sharem-$RUN_ID" "$t" 60000; rc=$?
+  if [[ $rc -eq 0 ]] && grep -q "^skip: " "$WORK/shm.out"; then
+    skip share-leader-move "$(grep "^skip: " "$WORK/shm.out" | cut -c7-)"
+  elif [[ $rc -eq 0 ]] && grep -qx ok "$WORK/shm.out"; then pass share-leader-move
+  else fail share-leader-move "$(snip "$WORK/shm.out" 600) ($(why $rc shm))"; fi
 }
 
 # Three KafkaShareConsumers with explicit acknowledgement on one partition

@@ -14,10 +14,11 @@ use std::time::Duration;
 
 use futures_util::future::select_all;
 use kafka_protocol::messages::share_acknowledge_response::{
+    LeaderIdAndEpoch as AckLeader, NodeEndpoint as AckNodeEndpoint,
     PartitionData as AckPartitionData, ShareAcknowledgeTopicResponse,
 };
 use kafka_protocol::messages::share_fetch_response::{
-    AcquiredRecords, PartitionData, ShareFetchableTopicResponse,
+    AcquiredRecords, LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareFetchableTopicResponse,
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
@@ -225,11 +226,11 @@ async fn share_fetch(
     let lock_ms = settings.share_record_lock_ms as i32;
     if step == SessionStep::Close {
         broker.shares.close_session(&group, &member);
-        return respond(answers, lock_ms);
+        return respond(broker, ctx, answers, lock_ms);
     }
     // A renew request only renews: it fetches nothing.
     if renew_ack {
-        return respond(answers, lock_ms);
+        return respond(broker, ctx, answers, lock_ms);
     }
     let split = acquire_mode == AcquireMode::RecordLimit;
 
@@ -290,7 +291,7 @@ async fn share_fetch(
                     None => answers.push((tp, p)),
                 }
             }
-            return respond(answers, lock_ms);
+            return respond(broker, ctx, answers, lock_ms);
         }
         let appended = async move {
             wakeups.push(released);
@@ -453,14 +454,73 @@ fn aborted_batches(batches: &[BatchHeader], aborted: &[(i64, i64)]) -> Vec<i64> 
     out
 }
 
-fn respond(answers: Vec<(TopicIdPartition, PartitionData)>, lock_ms: i32) -> ShareFetchResponse {
+/// The leader hints an answer gives (KIP-951's CurrentLeader per partition, and the
+/// NodeEndpoints of the leaders named, each once). Share consumers read them on
+/// NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH and take them over their cached
+/// metadata: without them, a consumer whose Metadata answers fall behind keeps going to
+/// the old leader.
+#[derive(Default)]
+struct Hints(Vec<(i32, String, u16)>);
+
+impl Hints {
+    /// For a partition answered `error_code`, when the error calls for a hint: where `tp`
+    /// is led now as this broker knows it, (leader, leader epoch), or (-1, -1) when no live
+    /// broker leads it (the client then looks it up). Never the protocol default (0, 0): the
+    /// Java client would keep its old leader, that epoch being no newer.
+    fn leader(
+        &mut self,
+        broker: &Broker,
+        tp: TopicIdPartition,
+        listener: &str,
+        error_code: i16,
+    ) -> Option<(i32, i32)> {
+        if error_code != ResponseError::NotLeaderOrFollower.code()
+            && error_code != ResponseError::FencedLeaderEpoch.code()
+        {
+            return None;
+        }
+        let placement = broker
+            .catalog
+            .get_by_id(tp.0)
+            .and_then(|t| t.partition(tp.1).map(|p| p.placement()));
+        let led = placement.and_then(|pl| {
+            let node = broker
+                .live_brokers(listener)
+                .into_iter()
+                .find(|b| b.0 == pl.leader)?;
+            Some((node, pl.leader_epoch))
+        });
+        let Some((node, epoch)) = led else {
+            return Some((-1, -1));
+        };
+        let id = node.0;
+        if !self.0.iter().any(|b| b.0 == id) {
+            self.0.push(node);
+        }
+        Some((id, epoch))
+    }
+}
+
+fn respond(
+    broker: &Broker,
+    ctx: &RequestContext<'_>,
+    answers: Vec<(TopicIdPartition, PartitionData)>,
+    lock_ms: i32,
+) -> ShareFetchResponse {
     let mut topics: Vec<ShareFetchableTopicResponse> = Vec::new();
-    for ((topic, _), p) in answers {
+    let mut hints = Hints::default();
+    for (tp, p) in answers {
+        let topic = tp.0;
         // Never null: clients read the record set's size.
-        let p = match p.records {
+        let mut p = match p.records {
             Some(_) => p,
             None => p.with_records(Some(bytes::Bytes::new())),
         };
+        if let Some((id, epoch)) = hints.leader(broker, tp, &ctx.conn.listener, p.error_code) {
+            p.current_leader = LeaderIdAndEpoch::default()
+                .with_leader_id(id)
+                .with_leader_epoch(epoch);
+        }
         match topics.iter_mut().find(|t| t.topic_id == topic) {
             Some(t) => t.partitions.push(p),
             None => topics.push(
@@ -473,6 +533,18 @@ fn respond(answers: Vec<(TopicIdPartition, PartitionData)>, lock_ms: i32) -> Sha
     ShareFetchResponse::default()
         .with_acquisition_lock_timeout_ms(lock_ms)
         .with_responses(topics)
+        .with_node_endpoints(
+            hints
+                .0
+                .into_iter()
+                .map(|(id, host, port)| {
+                    NodeEndpoint::default()
+                        .with_node_id(BrokerId(id))
+                        .with_host(str_bytes(host))
+                        .with_port(port as i32)
+                })
+                .collect(),
+        )
 }
 
 pub async fn acknowledge(
@@ -521,6 +593,7 @@ pub async fn acknowledge(
         };
     let settings = broker.group_settings(&group);
     let mut topics: Vec<ShareAcknowledgeTopicResponse> = Vec::new();
+    let mut hints = Hints::default();
     for t in &req.topics {
         let mut parts = Vec::new();
         for p in &t.partitions {
@@ -545,6 +618,14 @@ pub async fn acknowledge(
                     .with_error_code(e.code())
                     .with_error_message(Some(str_bytes(msg)));
             }
+            let tp = (t.topic_id, p.partition_index);
+            if let Some((id, epoch)) =
+                hints.leader(broker, tp, &ctx.conn.listener, answer.error_code)
+            {
+                answer.current_leader = AckLeader::default()
+                    .with_leader_id(id)
+                    .with_leader_epoch(epoch);
+            }
             parts.push(answer);
         }
         topics.push(
@@ -556,8 +637,20 @@ pub async fn acknowledge(
     if step == SessionStep::Close {
         broker.shares.close_session(&group, &member);
     }
+    let endpoints = hints
+        .0
+        .into_iter()
+        .map(|(id, host, port)| {
+            AckNodeEndpoint::default()
+                .with_node_id(BrokerId(id))
+                .with_host(str_bytes(host))
+                .with_port(port as i32)
+        })
+        .collect();
     reply(
-        ShareAcknowledgeResponse::default().with_responses(topics),
+        ShareAcknowledgeResponse::default()
+            .with_responses(topics)
+            .with_node_endpoints(endpoints),
         settings.share_record_lock_ms,
     )
 }
