@@ -41,6 +41,9 @@ pub trait TopicView {
 /// The assignors the broker runs (`group.consumer.assignors`); the first is the default.
 pub const ASSIGNORS: &[&str] = &["uniform", "range"];
 
+/// The epoch of a static member that left for a restart (LEAVE_GROUP_STATIC_MEMBER_EPOCH).
+const STATIC_LEFT: i32 = -2;
+
 #[derive(Debug, Clone)]
 pub struct ConsumerMember {
     pub id: String,
@@ -372,11 +375,34 @@ impl ConsumerGroup {
                 );
             }
         }
+        let mut replaced_static = false;
         let id = match h.epoch {
-            -1 | -2 => return self.leave(&h),
-            0 => self.join(now, session_timeout, &h),
+            -1 | -2 => return self.leave(now, session_timeout, &h),
+            0 => match self.join(now, session_timeout, &h) {
+                Ok((id, replaced)) => {
+                    replaced_static = replaced;
+                    id
+                }
+                Err(refused) => return refused,
+            },
             e => {
                 let Some(m) = self.members.get(&h.member_id) else {
+                    let instance = h.instance_id.as_ref();
+                    if instance.is_some()
+                        && self
+                            .members
+                            .values()
+                            .any(|m| m.instance_id.as_ref() == instance)
+                    {
+                        return HeartbeatResult::error(
+                            ResponseError::FencedInstanceId,
+                            format!(
+                                "instance id {} belongs to another member now",
+                                instance.expect("checked")
+                            ),
+                            &h.member_id,
+                        );
+                    }
                     return HeartbeatResult::error(
                         ResponseError::UnknownMemberId,
                         format!("member {} is not in the group", h.member_id),
@@ -405,7 +431,7 @@ impl ConsumerGroup {
         self.touched.insert(id.clone());
         // One heartbeat moves the group epoch once at most, as in Kafka: joining, a new
         // subscription and new partition counts together are one change.
-        let mut bump = h.epoch == 0;
+        let mut bump = h.epoch == 0 && !replaced_static;
         let m = self.members.get_mut(&id).expect("member present");
         m.deadline = now + session_timeout;
         if let Some(s) = &h.subscribed {
@@ -417,10 +443,16 @@ impl ConsumerGroup {
                 bump = true;
             }
         }
+        // A pattern the group has not resolved yet is resolved after this heartbeat, as
+        // Kafka resolves new patterns off the heartbeat path: this answer assigns the
+        // named topics, and the matches come with a later one (librdkafka's 0045 expects
+        // exactly that). A pattern another member already uses comes resolved at once.
+        let mut unresolved = None;
         if let Some(r) = &h.regex {
             // an empty pattern clears it
             let r = Some(r.clone()).filter(|r| !r.is_empty());
             if r != m.regex {
+                unresolved = r.clone().filter(|r| !self.resolved.contains_key(r));
                 m.regex = r;
                 bump = true;
             }
@@ -433,7 +465,7 @@ impl ConsumerGroup {
             // what it no longer lists is released
             m.revoking.retain(|tp| owned.contains(tp));
         }
-        self.refresh(topics, bump);
+        self.refresh(topics, bump, unresolved.as_deref());
         self.reconcile(&id);
         let m = self.members.get_mut(&id).expect("member present");
         let changed = m.last_sent.as_ref() != Some(&m.assigned);
@@ -455,24 +487,66 @@ impl ConsumerGroup {
         }
     }
 
-    fn join(&mut self, now: Instant, session_timeout: Duration, h: &Heartbeat) -> String {
+    fn join(
+        &mut self,
+        now: Instant,
+        session_timeout: Duration,
+        h: &Heartbeat,
+    ) -> Result<(String, bool), HeartbeatResult> {
         let id = if h.member_id.is_empty() {
             uuid::Uuid::new_v4().simple().to_string()
         } else {
             h.member_id.clone()
         };
-        // A static member restarting takes over its old slot.
+        // A static member restarting takes over its old slot, with what it owned, once
+        // the old one left with epoch -2; while the old one is still in the group the
+        // newcomer is refused (Kafka's KIP-848 rule: UNRELEASED_INSTANCE_ID).
+        let mut inherited = None;
         if let Some(instance) = &h.instance_id {
-            let old: Vec<String> = self
+            let old = self
                 .members
                 .values()
-                .filter(|m| m.instance_id.as_ref() == Some(instance) && m.id != id)
-                .map(|m| m.id.clone())
-                .collect();
-            for o in old {
-                self.members.remove(&o);
-                self.target.remove(&o);
+                .find(|m| m.instance_id.as_ref() == Some(instance) && m.id != id);
+            if let Some(old) = old {
+                if old.epoch != STATIC_LEFT {
+                    return Err(HeartbeatResult::error(
+                        ResponseError::UnreleasedInstanceId,
+                        format!(
+                            "Static member {id} with instance id {instance} cannot join the \
+                             group because the instance id is owned by member {}.",
+                            old.id
+                        ),
+                        &h.member_id,
+                    ));
+                }
+                let old = old.id.clone();
+                let m = self.members.remove(&old).expect("found");
+                if let Some(target) = self.target.remove(&old) {
+                    self.target.insert(id.clone(), target);
+                }
+                self.touched.insert(old);
+                inherited = Some(m);
             }
+        }
+        if let Some(m) = inherited {
+            // what it subscribed to and owned carries over: no rebalance unless the new
+            // incarnation subscribes to something else
+            self.members.insert(
+                id.clone(),
+                ConsumerMember {
+                    id: id.clone(),
+                    rack_id: h.rack_id.clone(),
+                    client_id: h.client_id.clone(),
+                    client_host: h.client_host.clone(),
+                    epoch: 0,
+                    previous_epoch: -1,
+                    rebalance_timeout: h.rebalance_timeout,
+                    last_sent: None,
+                    deadline: now + session_timeout,
+                    ..m
+                },
+            );
+            return Ok((id, true));
         }
         self.members.insert(
             id.clone(),
@@ -495,19 +569,34 @@ impl ConsumerGroup {
                 deadline: now + session_timeout,
             },
         );
-        id
+        Ok((id, false))
     }
 
-    fn leave(&mut self, h: &Heartbeat) -> HeartbeatResult {
-        if self.members.remove(&h.member_id).is_none() {
+    fn leave(&mut self, now: Instant, session_timeout: Duration, h: &Heartbeat) -> HeartbeatResult {
+        let Some(m) = self.members.get_mut(&h.member_id) else {
             return HeartbeatResult::error(
                 ResponseError::UnknownMemberId,
                 format!("member {} is not in the group", h.member_id),
                 &h.member_id,
             );
+        };
+        if h.epoch == STATIC_LEFT && m.instance_id.is_some() {
+            // A static member going away for a restart keeps its partitions (nobody else
+            // gets them) until its session ends or its next incarnation joins.
+            m.epoch = STATIC_LEFT;
+            m.deadline = now + session_timeout;
+            self.touched.insert(h.member_id.clone());
+            return HeartbeatResult {
+                error: None,
+                member_id: h.member_id.clone(),
+                epoch: h.epoch,
+                assignment: None,
+            };
         }
+        self.members.remove(&h.member_id);
         self.target.remove(&h.member_id);
         self.epoch += 1;
+        self.forget_unused_patterns();
         HeartbeatResult {
             error: None,
             member_id: h.member_id.clone(),
@@ -530,6 +619,16 @@ impl ConsumerGroup {
             self.target.remove(&id);
             self.epoch += 1;
         }
+        self.forget_unused_patterns();
+    }
+
+    /// Drops the resolution of patterns no member subscribes with any more (Kafka writes
+    /// a tombstone when the last member using one leaves): a member bringing one back
+    /// gets it resolved anew.
+    fn forget_unused_patterns(&mut self) {
+        let members = &self.members;
+        self.resolved
+            .retain(|r, _| members.values().any(|m| m.regex.as_ref() == Some(r)));
     }
 
     pub fn next_deadline(&self) -> Option<Instant> {
@@ -559,8 +658,8 @@ impl ConsumerGroup {
     /// subscribes to did (a regular expression now matching other topics), or a subscribed
     /// topic's partition count did; recomputes the target assignment when the group epoch
     /// moved (here or earlier, by a session expiring).
-    fn refresh(&mut self, view: &dyn TopicView, mut bump: bool) {
-        self.resolve(view);
+    fn refresh(&mut self, view: &dyn TopicView, mut bump: bool, not_yet: Option<&str>) {
+        self.resolve(view, not_yet);
         for m in self.members.values_mut() {
             let mut topics: BTreeSet<String> = m.subscribed.iter().cloned().collect();
             if let Some(matched) = m.regex.as_ref().and_then(|r| self.resolved.get(r)) {
@@ -595,14 +694,16 @@ impl ConsumerGroup {
 
     /// Resolves the members' regular expressions against every topic, as Kafka's
     /// `refreshRegularExpressions`: again when the set of topics changed, and for a pattern
-    /// the group has not resolved yet. A pattern no member uses any more is forgotten.
-    fn resolve(&mut self, view: &dyn TopicView) {
+    /// the group has not resolved yet, except `not_yet` (a pattern that arrived in this
+    /// heartbeat). A pattern no member uses any more is forgotten.
+    fn resolve(&mut self, view: &dyn TopicView, not_yet: Option<&str>) {
+        self.forget_unused_patterns();
         let wanted: BTreeSet<&String> = self
             .members
             .values()
             .filter_map(|m| m.regex.as_ref())
+            .filter(|r| Some(r.as_str()) != not_yet)
             .collect();
-        self.resolved.retain(|r, _| wanted.contains(r));
         let version = view.version();
         let stale = self.resolved_version != Some(version)
             || wanted.iter().any(|r| !self.resolved.contains_key(*r));
@@ -1054,6 +1155,9 @@ mod tests {
             &cluster,
         );
         assert_eq!(a.error, None);
+        // a new pattern is resolved after the heartbeat that brought it
+        assert_eq!(a.assignment, Some(BTreeSet::new()));
+        let a = g.heartbeat(now, SESSION, by_regex("a", a.epoch, None), &cluster);
         // the whole name must match, as Java's matches(): not xorders.eu
         assert_eq!(
             topics_of(a.assignment.as_ref().unwrap()),
@@ -1145,6 +1249,7 @@ mod tests {
         let mut g = ConsumerGroup::default();
         let mut store = Default::default();
         let a = g.heartbeat(now, SESSION, by_regex("a", 0, Some("t.")), &cluster);
+        let a = g.heartbeat(now, SESSION, by_regex("a", a.epoch, None), &cluster);
         apply(&mut store, g.take_changes());
         assert_eq!(a.assignment.as_ref().unwrap().len(), 4);
         assert_eq!(store.0.as_ref().unwrap().resolved["t."].len(), 2);
@@ -1158,5 +1263,102 @@ mod tests {
         let a2 = r.heartbeat(now, SESSION, by_regex("a", a.epoch, None), &cluster);
         assert_eq!((a2.error, a2.epoch, r.epoch), (None, a.epoch, g.epoch));
         assert_eq!(r.take_changes(), vec![]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pattern_brought_back_is_resolved_again_after_the_named_topics() {
+        // librdkafka's 0045 resubscribe_with_regex: names come in the first answer, the
+        // pattern's matches in a later one, also when the pattern was used before.
+        let now = Instant::now();
+        let cluster = Cluster(
+            [("r1".into(), 2), ("r2".into(), 2), ("a".into(), 1)].into(),
+            1,
+        );
+        let mut g = ConsumerGroup::default();
+        let m = g.heartbeat(now, SESSION, by_regex("m", 0, Some("r.")), &cluster);
+        let m = g.heartbeat(now, SESSION, by_regex("m", m.epoch, None), &cluster);
+        assert_eq!(m.assignment.unwrap().len(), 4);
+        g.heartbeat(now, SESSION, by_regex("m", -1, None), &cluster);
+        assert!(g.resolved.is_empty(), "the last member using it left");
+
+        let both = Heartbeat {
+            subscribed: Some(vec!["a".into()]),
+            ..by_regex("m", 0, Some("r."))
+        };
+        let m = g.heartbeat(now, SESSION, both, &cluster);
+        assert_eq!(
+            topics_of(m.assignment.as_ref().unwrap()),
+            ["a".to_string()].into()
+        );
+        let m = g.heartbeat(now, SESSION, by_regex("m", m.epoch, None), &cluster);
+        assert_eq!(m.assignment.unwrap().len(), 5);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_static_member_is_replaced_only_once_it_left() {
+        // librdkafka's 0102 (KIP-848 variant) and Kafka's static membership rules
+        let now = Instant::now();
+        let stat = |member: &str, epoch: i32| Heartbeat {
+            instance_id: Some("i".into()),
+            ..hb(member, epoch, None)
+        };
+        let mut g = ConsumerGroup::default();
+        let a = g.heartbeat(now, SESSION, stat("a1", 0), &parts);
+        let b = g.heartbeat(now, SESSION, hb("b", 0, None), &parts);
+        let a = g.heartbeat(now, SESSION, stat("a1", a.epoch), &parts);
+        let owned = g.members["a1"].assigned.clone();
+        assert_eq!(owned.len() + g.target["b"].len(), 4);
+        let epoch = g.epoch;
+        assert!(!g.take_changes().is_empty());
+
+        // a second process with the same instance id while the first is in the group
+        let a2 = g.heartbeat(now, SESSION, stat("a2", 0), &parts);
+        assert_eq!(a2.error.unwrap().0, ResponseError::UnreleasedInstanceId);
+        assert!(!g.members.contains_key("a2"));
+        assert_eq!(g.epoch, epoch);
+
+        // the first leaves for a restart: it keeps its partitions, no rebalance
+        let left = g.heartbeat(now, SESSION, stat("a1", STATIC_LEFT), &parts);
+        assert_eq!((left.error, left.epoch), (None, STATIC_LEFT));
+        assert_eq!(g.epoch, epoch);
+        let b2 = g.heartbeat(now, SESSION, hb("b", b.epoch, None), &parts);
+        assert!(b2.assignment.is_none_or(|got| got.is_disjoint(&owned)));
+
+        // its next incarnation takes over what it owned, still without a rebalance
+        let a2 = g.heartbeat(now, SESSION, stat("a2", 0), &parts);
+        assert_eq!(a2.error, None);
+        assert_eq!(a2.assignment.unwrap(), owned);
+        assert_eq!(g.epoch, epoch);
+        assert!(!g.members.contains_key("a1"));
+        let changes = g.take_changes();
+        assert!(changes.contains(&Change::Member("a1".into(), None)));
+
+        // the old process is fenced
+        let old = g.heartbeat(now, SESSION, stat("a1", a.epoch), &parts);
+        assert_eq!(old.error.unwrap().0, ResponseError::FencedInstanceId);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_static_member_that_left_expires_with_its_session() {
+        let t0 = Instant::now();
+        let mut g = ConsumerGroup::default();
+        let stat = Heartbeat {
+            instance_id: Some("i".into()),
+            ..hb("a", 0, None)
+        };
+        g.heartbeat(t0, SESSION, stat.clone(), &parts);
+        g.heartbeat(
+            t0,
+            SESSION,
+            Heartbeat {
+                epoch: STATIC_LEFT,
+                ..stat
+            },
+            &parts,
+        );
+        assert!(!g.is_empty());
+        tokio::time::advance(SESSION).await;
+        g.tick(Instant::now());
+        assert!(g.is_empty());
     }
 }
