@@ -11,7 +11,7 @@ CAIRN=${1:?usage: run-all.sh path/to/cairn [suite...]}
 shift
 here=$(cd "$(dirname "$0")" && pwd)
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 java-cluster kcat librdkafka librdkafka-2.15.1 librdkafka-cluster kafka-python franz-go kafkajs confluent-kafka)
+[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 java-cluster kcat librdkafka librdkafka-2.15.1 librdkafka-2.15.1-consumer librdkafka-cluster kafka-python franz-go kafkajs confluent-kafka)
 # LIBRDKAFKA_CACHE, if the caller set it, is Debian's librdkafka's (LIBRDKAFKA_NEWEST_CACHE
 # the newest release's).
 rdk_cache="${LIBRDKAFKA_CACHE:-}"
@@ -112,7 +112,7 @@ timings=()
 # the Java check groups but Kafka Streams (ONLY, if set, is the caller's choice)
 no_streams='topics|console|get_offsets|configs|delete_records|verifiable|groups|transactions|share|features'
 for s in "${suites[@]}"; do
-  unset ALLOW_LIST KAFKA_VERSION PARALLEL LIBRDKAFKA_RELEASE TEST_KAFKA_VERSION EXPECTED_FAILURES
+  unset ALLOW_LIST KAFKA_VERSION PARALLEL LIBRDKAFKA_RELEASE TEST_KAFKA_VERSION EXPECTED_FAILURES TEST_CONSUMER_GROUP_PROTOCOL
   if [[ -n "$rdk_cache" ]]; then export LIBRDKAFKA_CACHE="$rdk_cache"; else unset LIBRDKAFKA_CACHE; fi
   suite_only="${ONLY:-}"
   case "$s" in
@@ -144,6 +144,16 @@ for s in "${suites[@]}"; do
     # The newest librdkafka release's own suite (KIP-848 groups, the newer admin APIs, the
     # share consumer), gated as for Apache Kafka 4.4, beside Debian's 2.0.2 above: its allow
     # list is what passes against Apache Kafka 4.4.0 (librdkafka/README.md).
+    # The same release's consumer-group tests with the KIP-848 protocol (group.protocol=
+    # consumer), which librdkafka's suite otherwise runs with the classic one.
+    librdkafka-2.*-consumer)
+      setup="$here/librdkafka/setup.sh"; run="$here/librdkafka/run.sh"
+      release="${s#librdkafka-}"; release="${release%-consumer}"
+      export LIBRDKAFKA_RELEASE="$release" TEST_KAFKA_VERSION=4.4.0 TEST_CONSUMER_GROUP_PROTOCOL=consumer
+      export LIBRDKAFKA_CACHE="${LIBRDKAFKA_NEWEST_CACHE:-$HOME/.cache/cairn-librdkafka-$LIBRDKAFKA_RELEASE}"
+      export ALLOW_LIST="$here/librdkafka/allow-list-$release-consumer.txt"
+      export EXPECTED_FAILURES="$here/librdkafka/expected-failures-$release-consumer.txt"
+      export PARALLEL="${LIBRDKAFKA_PARALLEL:-2}" ;;
     librdkafka-2.*)
       setup="$here/librdkafka/setup.sh"; run="$here/librdkafka/run.sh"
       export LIBRDKAFKA_RELEASE="${s#librdkafka-}" TEST_KAFKA_VERSION=4.4.0
