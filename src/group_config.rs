@@ -134,6 +134,47 @@ pub fn lookup(name: &str) -> Option<&'static Key> {
     KEYS.iter().find(|k| k.name == name)
 }
 
+/// Group configs Kafka 4.4 knows but Cairn does not apply, by name or by prefix (ending
+/// in `.`), with the reason. They are refused rather than accepted and ignored.
+static NOT_APPLIED: &[(&str, &str)] = &[
+    ("streams.", "Cairn has no streams groups (KIP-1071)"),
+    (
+        "errors.deadletterqueue.",
+        "Cairn's share groups have no dead-letter queue",
+    ),
+    (
+        "consumer.assignment.interval.ms",
+        "Cairn computes a consumer group's assignment on the heartbeat that needs it",
+    ),
+    (
+        "share.assignment.interval.ms",
+        "Cairn computes a share group's assignment on the heartbeat that needs it",
+    ),
+    (
+        "consumer.assignor.offload.enable",
+        "Cairn runs assignors on the heartbeat, never offloaded",
+    ),
+    (
+        "share.assignor.offload.enable",
+        "Cairn runs assignors on the heartbeat, never offloaded",
+    ),
+];
+
+/// The INVALID_CONFIG answer for a group config name Cairn does not apply: Kafka's message
+/// for a name it does not know either, a reason for one Kafka knows.
+pub fn unknown(name: &str) -> Error {
+    let known_to_kafka = NOT_APPLIED
+        .iter()
+        .find(|(key, _)| match key.ends_with('.') {
+            true => name.starts_with(key),
+            false => name == *key,
+        });
+    Error::InvalidConfig(match known_to_kafka {
+        Some((_, why)) => format!("Group config {name} is not supported: {why}."),
+        None => format!("Unknown group config name: {name}"),
+    })
+}
+
 /// The value in force for `k` when the group does not set it, and where it comes from.
 pub fn default_value(k: &Key, broker: &Config) -> (String, Source) {
     match k.broker_key {
@@ -151,8 +192,7 @@ pub fn default_value(k: &Key, broker: &Config) -> (String, Source) {
 /// Checks `value` for group config `name` as Kafka's `GroupConfig.validate` does: INVALID_CONFIG
 /// with a message naming the key and the bound it breaks.
 pub fn validate(name: &str, value: &str, broker: &Config) -> Result<()> {
-    let k = lookup(name)
-        .ok_or_else(|| Error::InvalidConfig(format!("Unknown group config name: {name}")))?;
+    let k = lookup(name).ok_or_else(|| unknown(name))?;
     let bad = |why: String| {
         Err(Error::InvalidConfig(format!(
             "Invalid value {value} for configuration {name}: {why}"
@@ -316,6 +356,21 @@ mod tests {
         ] {
             assert_eq!(d(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn kafkas_group_configs_cairn_does_not_apply_are_refused_with_the_reason() {
+        let c = broker(&[]);
+        let e = validate("streams.num.standby.replicas", "1", &c).unwrap_err();
+        assert!(e.to_string().contains("no streams groups"), "{e}");
+        let e = validate("share.assignment.interval.ms", "0", &c).unwrap_err();
+        assert!(e.to_string().contains("not supported"), "{e}");
+        let e = validate("no.such.key", "1", &c).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("Unknown group config name: no.such.key"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -352,9 +352,7 @@ async fn alter_group_incrementally(
     for op in ops {
         let name = op.name.to_string();
         if group_config::lookup(&name).is_none() {
-            return Err(Error::InvalidConfig(format!(
-                "Unknown group config name: {name}"
-            )));
+            return Err(group_config::unknown(&name));
         }
         match (op.config_operation, &op.value) {
             (OP_SET, Some(v)) => {
