@@ -528,26 +528,6 @@ impl ConsumerGroup {
                 inherited = Some(m);
             }
         }
-        if let Some(m) = inherited {
-            // what it subscribed to and owned carries over: no rebalance unless the new
-            // incarnation subscribes to something else
-            self.members.insert(
-                id.clone(),
-                ConsumerMember {
-                    id: id.clone(),
-                    rack_id: h.rack_id.clone(),
-                    client_id: h.client_id.clone(),
-                    client_host: h.client_host.clone(),
-                    epoch: 0,
-                    previous_epoch: -1,
-                    rebalance_timeout: h.rebalance_timeout,
-                    last_sent: None,
-                    deadline: now + session_timeout,
-                    ..m
-                },
-            );
-            return Ok((id, true));
-        }
         self.members.insert(
             id.clone(),
             ConsumerMember {
@@ -569,7 +549,19 @@ impl ConsumerGroup {
                 deadline: now + session_timeout,
             },
         );
-        Ok((id, false))
+        let replaced = inherited.is_some();
+        if let Some(old) = inherited {
+            // what it subscribed to and owned carries over: no rebalance unless the new
+            // incarnation subscribes to something else
+            let m = self.members.get_mut(&id).expect("just inserted");
+            m.subscribed = old.subscribed;
+            m.regex = old.regex;
+            m.topics = old.topics;
+            m.assignor = old.assignor;
+            m.assigned = old.assigned;
+            m.revoking = old.revoking;
+        }
+        Ok((id, replaced))
     }
 
     fn leave(&mut self, now: Instant, session_timeout: Duration, h: &Heartbeat) -> HeartbeatResult {
