@@ -10,10 +10,12 @@ use std::time::Duration;
 
 use futures_util::future::{join_all, select_all};
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
+    PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 
+use super::leader_hints::{node_endpoints, Hints};
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::error::{Error, Result};
@@ -128,7 +130,7 @@ pub async fn handle(
             if committed_only {
                 count(&wanted, &partitions);
             }
-            return respond(&req, ctx.version, partitions);
+            return respond(broker, ctx, &req, partitions);
         }
         // select_all panics on an empty set, and select! builds a disabled branch's future
         // anyway, so a fetch of only unknown partitions waits on a future that never ends.
@@ -163,10 +165,12 @@ fn count(wanted: &[Wanted], answers: &[(usize, PartitionData)]) {
 }
 
 fn respond(
+    broker: &Broker,
+    ctx: &RequestContext<'_>,
     req: &FetchRequest,
-    version: i16,
     mut partitions: Vec<(usize, PartitionData)>,
 ) -> FetchResponse {
+    let version = ctx.version;
     let mut topics: Vec<FetchableTopicResponse> = req
         .topics
         .iter()
@@ -176,14 +180,31 @@ fn respond(
                 .with_topic_id(t.topic_id)
         })
         .collect();
+    let mut hints = Hints::new(broker, &ctx.conn.listener);
     for (ti, mut p) in partitions.drain(..) {
         if version < 5 {
             // v4 has no log start offset; it must stay at its default to be encodable.
             p.log_start_offset = -1;
         }
+        if version >= 16 && p.error_code != 0 {
+            let t = &req.topics[ti];
+            let topic = match version >= 13 {
+                true => broker.catalog.get_by_id(t.topic_id),
+                false => broker.catalog.get(t.topic.as_str()),
+            };
+            if let Some((id, epoch)) =
+                hints.leader(topic.as_deref(), p.partition_index, p.error_code)
+            {
+                p.current_leader = LeaderIdAndEpoch::default()
+                    .with_leader_id(BrokerId(id))
+                    .with_leader_epoch(epoch);
+            }
+        }
         topics[ti].partitions.push(p);
     }
-    FetchResponse::default().with_responses(topics)
+    FetchResponse::default()
+        .with_responses(topics)
+        .with_node_endpoints(node_endpoints!(hints, NodeEndpoint))
 }
 
 /// Reads every wanted partition once; returns the partition answers, the record bytes

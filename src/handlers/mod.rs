@@ -15,6 +15,7 @@ pub mod features;
 pub mod fetch;
 pub mod groups;
 pub mod init_producer_id;
+mod leader_hints;
 pub mod list_config_resources;
 pub mod list_offsets;
 pub mod metadata;

@@ -6,10 +6,13 @@
 use std::sync::Arc;
 
 use futures_util::future::join_all;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
+use super::leader_hints::{node_endpoints, Hints};
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::clock::now_ms;
@@ -83,18 +86,37 @@ pub async fn handle(
     if acks == 0 {
         return None;
     }
+    let mut hints = Hints::new(broker, &ctx.conn.listener);
     let responses = topics
         .into_iter()
         .map(|(name, topic_id, range)| {
+            let mut partitions: Vec<PartitionProduceResponse> =
+                results[range].iter_mut().filter_map(Option::take).collect();
+            if version >= 10 && partitions.iter().any(|p| p.error_code != 0) {
+                let topic = match version >= 13 {
+                    true => broker.catalog.get_by_id(topic_id),
+                    false => broker.catalog.get(name.as_str()),
+                };
+                for p in &mut partitions {
+                    if let Some((id, epoch)) = hints.leader(topic.as_deref(), p.index, p.error_code)
+                    {
+                        p.current_leader = LeaderIdAndEpoch::default()
+                            .with_leader_id(BrokerId(id))
+                            .with_leader_epoch(epoch);
+                    }
+                }
+            }
             TopicProduceResponse::default()
                 .with_name(name)
                 .with_topic_id(topic_id)
-                .with_partition_responses(
-                    results[range].iter_mut().filter_map(Option::take).collect(),
-                )
+                .with_partition_responses(partitions)
         })
         .collect();
-    Some(ProduceResponse::default().with_responses(responses))
+    Some(
+        ProduceResponse::default()
+            .with_responses(responses)
+            .with_node_endpoints(node_endpoints!(hints, NodeEndpoint)),
+    )
 }
 
 /// One partition of a request on its way to the log.

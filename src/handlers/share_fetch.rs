@@ -23,6 +23,7 @@ use kafka_protocol::messages::share_fetch_response::{
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
+use super::leader_hints::{node_endpoints, Hints};
 use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::clock::now_ms;
@@ -454,53 +455,6 @@ fn aborted_batches(batches: &[BatchHeader], aborted: &[(i64, i64)]) -> Vec<i64> 
     out
 }
 
-/// The leader hints an answer gives (KIP-951's CurrentLeader per partition, and the
-/// NodeEndpoints of the leaders named, each once). Share consumers read them on
-/// NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH and take them over their cached
-/// metadata: without them, a consumer whose Metadata answers fall behind keeps going to
-/// the old leader.
-#[derive(Default)]
-struct Hints(Vec<(i32, String, u16)>);
-
-impl Hints {
-    /// For a partition answered `error_code`, when the error calls for a hint: where `tp`
-    /// is led now as this broker knows it, (leader, leader epoch), or (-1, -1) when no live
-    /// broker leads it (the client then looks it up). Never the protocol default (0, 0): the
-    /// Java client would keep its old leader, that epoch being no newer.
-    fn leader(
-        &mut self,
-        broker: &Broker,
-        tp: TopicIdPartition,
-        listener: &str,
-        error_code: i16,
-    ) -> Option<(i32, i32)> {
-        if error_code != ResponseError::NotLeaderOrFollower.code()
-            && error_code != ResponseError::FencedLeaderEpoch.code()
-        {
-            return None;
-        }
-        let placement = broker
-            .catalog
-            .get_by_id(tp.0)
-            .and_then(|t| t.partition(tp.1).map(|p| p.placement()));
-        let led = placement.and_then(|pl| {
-            let node = broker
-                .live_brokers(listener)
-                .into_iter()
-                .find(|b| b.0 == pl.leader)?;
-            Some((node, pl.leader_epoch))
-        });
-        let Some((node, epoch)) = led else {
-            return Some((-1, -1));
-        };
-        let id = node.0;
-        if !self.0.iter().any(|b| b.0 == id) {
-            self.0.push(node);
-        }
-        Some((id, epoch))
-    }
-}
-
 fn respond(
     broker: &Broker,
     ctx: &RequestContext<'_>,
@@ -508,7 +462,7 @@ fn respond(
     lock_ms: i32,
 ) -> ShareFetchResponse {
     let mut topics: Vec<ShareFetchableTopicResponse> = Vec::new();
-    let mut hints = Hints::default();
+    let mut hints = Hints::new(broker, &ctx.conn.listener);
     for (tp, p) in answers {
         let topic = tp.0;
         // Never null: clients read the record set's size.
@@ -516,7 +470,8 @@ fn respond(
             Some(_) => p,
             None => p.with_records(Some(bytes::Bytes::new())),
         };
-        if let Some((id, epoch)) = hints.leader(broker, tp, &ctx.conn.listener, p.error_code) {
+        let t = broker.catalog.get_by_id(tp.0);
+        if let Some((id, epoch)) = hints.leader(t.as_deref(), tp.1, p.error_code) {
             p.current_leader = LeaderIdAndEpoch::default()
                 .with_leader_id(id)
                 .with_leader_epoch(epoch);
@@ -533,18 +488,7 @@ fn respond(
     ShareFetchResponse::default()
         .with_acquisition_lock_timeout_ms(lock_ms)
         .with_responses(topics)
-        .with_node_endpoints(
-            hints
-                .0
-                .into_iter()
-                .map(|(id, host, port)| {
-                    NodeEndpoint::default()
-                        .with_node_id(BrokerId(id))
-                        .with_host(str_bytes(host))
-                        .with_port(port as i32)
-                })
-                .collect(),
-        )
+        .with_node_endpoints(node_endpoints!(hints, NodeEndpoint))
 }
 
 pub async fn acknowledge(
@@ -593,8 +537,9 @@ pub async fn acknowledge(
         };
     let settings = broker.group_settings(&group);
     let mut topics: Vec<ShareAcknowledgeTopicResponse> = Vec::new();
-    let mut hints = Hints::default();
+    let mut hints = Hints::new(broker, &ctx.conn.listener);
     for t in &req.topics {
+        let topic = broker.catalog.get_by_id(t.topic_id);
         let mut parts = Vec::new();
         for p in &t.partitions {
             let acks: Vec<AckBatch> = p
@@ -618,9 +563,8 @@ pub async fn acknowledge(
                     .with_error_code(e.code())
                     .with_error_message(Some(str_bytes(msg)));
             }
-            let tp = (t.topic_id, p.partition_index);
             if let Some((id, epoch)) =
-                hints.leader(broker, tp, &ctx.conn.listener, answer.error_code)
+                hints.leader(topic.as_deref(), p.partition_index, answer.error_code)
             {
                 answer.current_leader = AckLeader::default()
                     .with_leader_id(id)
@@ -637,16 +581,7 @@ pub async fn acknowledge(
     if step == SessionStep::Close {
         broker.shares.close_session(&group, &member);
     }
-    let endpoints = hints
-        .0
-        .into_iter()
-        .map(|(id, host, port)| {
-            AckNodeEndpoint::default()
-                .with_node_id(BrokerId(id))
-                .with_host(str_bytes(host))
-                .with_port(port as i32)
-        })
-        .collect();
+    let endpoints = node_endpoints!(hints, AckNodeEndpoint);
     reply(
         ShareAcknowledgeResponse::default()
             .with_responses(topics)

@@ -83,7 +83,27 @@ impl Broker {
         b
     }
 
+    /// Starts a node of a cluster in `dir` whose client listener is on `port` (`overrides`
+    /// name its other listeners), without waiting for it: a node may listen only once a
+    /// quorum of its controllers is up. Call [`Broker::await_listening`] once all are started.
+    pub fn launch_in(dir: &Path, port: u16, overrides: &[&str]) -> Broker {
+        let mut b = Broker {
+            child: None,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            dir: dir.to_path_buf(),
+            _tmp: None,
+            extra: overrides.iter().map(|s| s.to_string()).collect(),
+        };
+        b.launch(port);
+        b
+    }
+
     fn spawn(&mut self, port: u16) {
+        self.launch(port);
+        self.await_listening();
+    }
+
+    fn launch(&mut self, port: u16) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
         cmd.arg("--override")
             .arg(format!("listeners=PLAINTEXT://127.0.0.1:{port}"))
@@ -100,6 +120,10 @@ impl Broker {
         let child = cmd.spawn().expect("start cairn");
         self.child = Some(child);
         self.addr = format!("127.0.0.1:{port}").parse().unwrap();
+    }
+
+    /// Waits (bounded) until the broker listens on its client port.
+    pub fn await_listening(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !listening(self.addr) {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
