@@ -387,19 +387,15 @@ impl ConsumerGroup {
             },
             e => {
                 let Some(m) = self.members.get(&h.member_id) else {
-                    let instance = h.instance_id.as_ref();
-                    if instance.is_some()
-                        && self
-                            .members
+                    let taken = h.instance_id.as_ref().filter(|i| {
+                        self.members
                             .values()
-                            .any(|m| m.instance_id.as_ref() == instance)
-                    {
+                            .any(|m| m.instance_id.as_ref() == Some(*i))
+                    });
+                    if let Some(instance) = taken {
                         return HeartbeatResult::error(
                             ResponseError::FencedInstanceId,
-                            format!(
-                                "instance id {} belongs to another member now",
-                                instance.expect("checked")
-                            ),
+                            format!("instance id {instance} belongs to another member now"),
                             &h.member_id,
                         );
                     }
