@@ -24,6 +24,7 @@ struct Inner {
     producers: BTreeMap<(PartitionId, i64), Bytes>,
     epochs: BTreeMap<(PartitionId, i32), i64>,
     starts: BTreeMap<PartitionId, i64>,
+    cleaned: BTreeMap<PartitionId, i64>,
     /// (partition, marker offset) -> entry
     aborted: BTreeMap<(PartitionId, i64), AbortedTxn>,
     meta: BTreeMap<Vec<u8>, Vec<u8>>,
@@ -116,6 +117,28 @@ impl LogStore for MemoryStore {
             .map(|(_, (m, _))| *m))
     }
 
+    fn replace_batches(
+        &self,
+        p: PartitionId,
+        rewritten: &[(BatchMeta, Bytes)],
+        removed: &[i64],
+        cleaned_to: i64,
+    ) -> Result<()> {
+        let mut g = self.lock();
+        for (m, b) in rewritten {
+            g.batches.insert((p, m.base_offset), (*m, b.clone()));
+        }
+        for base in removed {
+            g.batches.remove(&(p, *base));
+        }
+        g.cleaned.insert(p, cleaned_to);
+        Ok(())
+    }
+
+    fn cleaned_to(&self, p: PartitionId) -> Result<Option<i64>> {
+        Ok(self.lock().cleaned.get(&p).copied())
+    }
+
     fn truncate_prefix(&self, p: PartitionId, log_start: i64) -> Result<()> {
         let mut g = self.lock();
         let doomed: Vec<_> = g
@@ -163,6 +186,7 @@ impl LogStore for MemoryStore {
         g.epochs.retain(|(q, _), _| *q != p);
         g.aborted.retain(|(q, _), _| *q != p);
         g.starts.remove(&p);
+        g.cleaned.remove(&p);
         Ok(())
     }
 

@@ -139,6 +139,20 @@ pub trait LogStore: Send + Sync + 'static {
     /// The log start offset last set by `truncate_prefix`, if any.
     fn log_start(&self, partition: PartitionId) -> Result<Option<i64>>;
 
+    /// A log cleaner pass's result as one written unit: each of `rewritten` replaces the
+    /// stored batch with the same base offset, each batch at a base offset in `removed`
+    /// goes, and `cleaned_to` (the first offset not yet cleaned) is recorded.
+    fn replace_batches(
+        &self,
+        partition: PartitionId,
+        rewritten: &[(BatchMeta, Bytes)],
+        removed: &[i64],
+        cleaned_to: i64,
+    ) -> Result<()>;
+
+    /// The `cleaned_to` last recorded by `replace_batches`, if any.
+    fn cleaned_to(&self, partition: PartitionId) -> Result<Option<i64>>;
+
     /// Removes everything kept for the partition: batches, producer states, epochs, the
     /// aborted-transactions index.
     fn delete_partition(&self, partition: PartitionId) -> Result<()>;
@@ -383,7 +397,34 @@ pub(crate) mod conformance {
         )
         .unwrap();
 
+        // A cleaner pass, as one write: batch 6 rewritten smaller, batch 7 gone (its range
+        // then reads as the next batch's), the first dirty offset recorded.
+        s.append(&[batch(7, 3, 10), batch(10, 2, 10)], false)
+            .unwrap();
+        assert_eq!(s.cleaned_to(1).unwrap(), None);
+        let smaller = BatchMeta {
+            size: 4,
+            ..batch(6, 1, 4).meta
+        };
+        s.replace_batches(1, &[(smaller, Bytes::from(vec![66u8; 4]))], &[7], 10)
+            .unwrap();
+        assert_eq!(s.cleaned_to(1).unwrap(), Some(10));
+        assert_eq!(
+            s.read(1, 6, 1000).unwrap().to_vec(),
+            [&[66u8; 4][..], &[10u8; 10]].concat()
+        );
+        assert_eq!(s.read(1, 8, 1000).unwrap().to_vec(), vec![10u8; 10]);
+        let mut seen = vec![];
+        s.scan_batches(1, 0, &mut |m| {
+            seen.push((m.base_offset, m.size));
+            true
+        })
+        .unwrap();
+        assert_eq!(seen, vec![(6, 4), (10, 10)]);
+        assert_eq!(s.last_batch(1).unwrap().unwrap().last_offset, 11);
+
         s.delete_partition(1).unwrap();
+        assert_eq!(s.cleaned_to(1).unwrap(), None);
         assert!(s.last_batch(1).unwrap().is_none());
         assert!(s.producer_states(1).unwrap().is_empty());
         assert!(s.epochs(1).unwrap().is_empty());

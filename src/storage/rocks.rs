@@ -153,6 +153,13 @@ fn start_key(partition: PartitionId) -> [u8; 5] {
     k
 }
 
+/// The log cleaner's first dirty offset of a partition, in `meta`.
+fn cleaned_key(partition: PartitionId) -> [u8; 5] {
+    let mut k = start_key(partition);
+    k[0] = b'c';
+    k
+}
+
 /// The aborted-transactions index lives in `meta` under `a` + partition + marker offset, so
 /// a partition's entries sort by marker offset and range deletes follow the log's cuts.
 fn aborted_key(partition: PartitionId, marker_offset: i64) -> [u8; 13] {
@@ -348,6 +355,41 @@ impl LogStore for RocksStore {
         Ok(v.and_then(|v| Some(i64::from_be_bytes(v.as_slice().try_into().ok()?))))
     }
 
+    fn replace_batches(
+        &self,
+        partition: PartitionId,
+        rewritten: &[(BatchMeta, Bytes)],
+        removed: &[i64],
+        cleaned_to: i64,
+    ) -> Result<()> {
+        let mut wb = WriteBatch::default();
+        let (log, index) = (self.cf(CF_LOG), self.cf(CF_INDEX));
+        for (meta, batch) in rewritten {
+            let key = batch_key(partition, meta.base_offset);
+            wb.put_cf(log, key, batch);
+            wb.put_cf(index, key, encode_meta(meta));
+        }
+        for base in removed {
+            let key = batch_key(partition, *base);
+            wb.delete_cf(log, key);
+            wb.delete_cf(index, key);
+        }
+        wb.put_cf(
+            self.cf(CF_META),
+            cleaned_key(partition),
+            cleaned_to.to_be_bytes(),
+        );
+        self.write(wb, false)
+    }
+
+    fn cleaned_to(&self, partition: PartitionId) -> Result<Option<i64>> {
+        let v = self
+            .db
+            .get_cf(self.cf(CF_META), cleaned_key(partition))
+            .map_err(storage_err)?;
+        Ok(v.and_then(|v| Some(i64::from_be_bytes(v.as_slice().try_into().ok()?))))
+    }
+
     fn delete_partition(&self, partition: PartitionId) -> Result<()> {
         let mut wb = WriteBatch::default();
         let from = batch_key(partition, 0);
@@ -366,6 +408,7 @@ impl LogStore for RocksStore {
             aborted_key(partition + 1, 0),
         );
         wb.delete_cf(self.cf(CF_META), start_key(partition));
+        wb.delete_cf(self.cf(CF_META), cleaned_key(partition));
         self.write(wb, true)
     }
 
