@@ -21,6 +21,9 @@ const ATTR_COMPRESSION_MASK: i16 = 0x07;
 const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
 const ATTR_TRANSACTIONAL: i16 = 0x10;
 const ATTR_CONTROL: i16 = 0x20;
+/// KIP-534: the base timestamp holds the time after which the batch's tombstones (and
+/// transaction markers) may be removed.
+const ATTR_DELETE_HORIZON: i16 = 0x40;
 
 /// The fields of a v2 batch header that the broker uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +107,11 @@ impl BatchHeader {
 
     pub fn is_control(&self) -> bool {
         self.attributes & ATTR_CONTROL != 0
+    }
+
+    /// The delete horizon a cleaning set on this batch (KIP-534), if any.
+    pub fn delete_horizon(&self) -> Option<i64> {
+        (self.attributes & ATTR_DELETE_HORIZON != 0).then_some(self.base_timestamp)
     }
 
     pub fn is_idempotent(&self) -> bool {
@@ -338,7 +346,7 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
 /// The records section of a batch as plain bytes: borrowed when uncompressed, decompressed
 /// with the batch's codec otherwise. `None` when the codec is unknown or the data does not
 /// decompress.
-fn plain_records<'a>(batch: &'a [u8], header: &BatchHeader) -> Option<Cow<'a, [u8]>> {
+pub(crate) fn plain_records<'a>(batch: &'a [u8], header: &BatchHeader) -> Option<Cow<'a, [u8]>> {
     use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
     let body = batch.get(HEADER_BYTES..header.size.min(batch.len()))?;
     let mut input = Bytes::copy_from_slice(body);
@@ -405,6 +413,144 @@ pub fn max_timestamp_record(batch: &[u8], header: &BatchHeader) -> Option<(i32, 
             Some((_, b)) if b >= ts => best,
             _ => Some((d, ts)),
         })
+}
+
+/// One record of a batch, as the log cleaner sees it (borrowed from the plain records).
+#[derive(Debug, Clone, Copy)]
+pub struct RecordRef<'a> {
+    pub offset_delta: i32,
+    pub timestamp_delta: i64,
+    /// None for a record without a key.
+    pub key: Option<&'a [u8]>,
+    /// A null value: a tombstone.
+    pub is_tombstone: bool,
+    /// The record after its length prefix.
+    body: &'a [u8],
+    /// Where the timestamp delta ends in `body` (it starts after the attributes byte).
+    timestamp_end: usize,
+}
+
+/// The records of `plain` (a batch's records section, decompressed), `count` of them.
+/// Fails if they do not parse.
+pub fn parse_records(plain: &[u8], count: i32) -> Result<Vec<RecordRef<'_>>> {
+    let bad = |what: &str| Error::CorruptMessage(format!("record batch: {what}"));
+    let mut out = Vec::with_capacity(count.max(0) as usize);
+    let mut pos = 0usize;
+    for _ in 0..count.max(0) {
+        let (len, n) = read_varint(&plain[pos..]).ok_or_else(|| bad("bad record length"))?;
+        let start = pos + n;
+        let len = usize::try_from(len).map_err(|_| bad("negative record length"))?;
+        let body = plain
+            .get(start..start + len)
+            .ok_or_else(|| bad("record past the batch end"))?;
+        let mut at = 1usize; // attributes
+        let (timestamp_delta, n) =
+            read_varlong(body.get(at..).unwrap_or_default()).ok_or_else(|| bad("timestamp"))?;
+        at += n;
+        let timestamp_end = at;
+        let (offset_delta, n) =
+            read_varint(body.get(at..).unwrap_or_default()).ok_or_else(|| bad("offset"))?;
+        at += n;
+        let (key_len, n) =
+            read_varint(body.get(at..).unwrap_or_default()).ok_or_else(|| bad("key length"))?;
+        at += n;
+        let key = match key_len {
+            k if k < 0 => None,
+            k => {
+                let k = body.get(at..at + k as usize).ok_or_else(|| bad("key"))?;
+                at += k.len();
+                Some(k)
+            }
+        };
+        let (value_len, _) =
+            read_varint(body.get(at..).unwrap_or_default()).ok_or_else(|| bad("value length"))?;
+        out.push(RecordRef {
+            offset_delta: offset_delta as i32,
+            timestamp_delta,
+            key,
+            is_tombstone: value_len < 0,
+            body,
+            timestamp_end,
+        });
+        pos = start + len;
+    }
+    Ok(out)
+}
+
+/// The indexes of the batch's records that have no key (Kafka refuses such records on
+/// compacted topics). Fails if the records do not decompress or parse.
+pub fn keyless_records(batch: &[u8], header: &BatchHeader) -> Result<Vec<i32>> {
+    let plain = plain_records(batch, header)
+        .ok_or_else(|| Error::CorruptMessage("record batch does not decompress".into()))?;
+    Ok(parse_records(&plain, header.record_count)?
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.key.is_none())
+        .map(|(i, _)| i as i32)
+        .collect())
+}
+
+/// A copy of `batch` holding only `kept` (records of it, in order), with the same base
+/// offset, last offset delta, producer fields and codec: the offsets of the records kept do
+/// not change. With `delete_horizon`, the batch is marked with it (KIP-534) and the records'
+/// timestamp deltas are re-based so their timestamps stay the same.
+pub fn rebuild(
+    batch: &[u8],
+    header: &BatchHeader,
+    kept: &[RecordRef<'_>],
+    delete_horizon: Option<i64>,
+) -> Result<Bytes> {
+    use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
+    let base_ts = delete_horizon.unwrap_or(header.base_timestamp);
+    let mut plain = BytesMut::new();
+    let mut body = Vec::new();
+    for r in kept {
+        let b = match base_ts == header.base_timestamp {
+            true => r.body,
+            false => {
+                body.clear();
+                body.push(r.body[0]);
+                let ts = header.base_timestamp.wrapping_add(r.timestamp_delta);
+                put_varlong(&mut body, ts.wrapping_sub(base_ts));
+                body.extend_from_slice(&r.body[r.timestamp_end..]);
+                &body
+            }
+        };
+        let mut len = Vec::with_capacity(5);
+        put_varlong(&mut len, b.len() as i64);
+        plain.extend_from_slice(&len);
+        plain.extend_from_slice(b);
+    }
+    let mut out = BytesMut::with_capacity(HEADER_BYTES + plain.len());
+    out.extend_from_slice(&batch[..HEADER_BYTES]);
+    let fill = |tmp: &mut BytesMut| {
+        tmp.extend_from_slice(&plain);
+        Ok(())
+    };
+    let compressed = match header.compression() {
+        0 => {
+            out.extend_from_slice(&plain);
+            Ok(())
+        }
+        1 => Gzip::compress(&mut out, fill),
+        2 => Snappy::compress(&mut out, fill),
+        3 => Lz4::compress(&mut out, fill),
+        4 => Zstd::compress(&mut out, fill),
+        c => return Err(Error::UnsupportedCompressionType(c)),
+    };
+    compressed.map_err(|e| Error::Storage(format!("recompressing a cleaned batch: {e}")))?;
+    let len = (out.len() - LOG_OVERHEAD) as i32;
+    out[8..12].copy_from_slice(&len.to_be_bytes());
+    let mut attributes = header.attributes;
+    if delete_horizon.is_some() {
+        attributes |= ATTR_DELETE_HORIZON;
+    }
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    out[27..35].copy_from_slice(&base_ts.to_be_bytes());
+    out[57..61].copy_from_slice(&(kept.len() as i32).to_be_bytes());
+    let crc = crc32c::crc32c(&out[CRC_START..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Ok(out.freeze())
 }
 
 fn read_varlong(b: &[u8]) -> Option<(i64, usize)> {

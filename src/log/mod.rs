@@ -16,6 +16,7 @@
 //! index, which Fetch hands to `read_committed` consumers so they can drop its records.
 
 pub mod batch;
+pub mod clean;
 pub mod producer;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -35,7 +36,7 @@ pub const TAIL_CACHE_BYTES_MAX: usize = 2 << 20;
 /// Bytes all partitions' tail caches may hold together: past it, a partition that appends
 /// keeps only its newest batch, so memory stays bounded however many partitions there are.
 pub const TAIL_CACHE_TOTAL_BYTES_MAX: usize = 64 << 20;
-static TAIL_CACHE_TOTAL: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static TAIL_CACHE_TOTAL: AtomicUsize = AtomicUsize::new(0);
 
 /// How a produced batch is to be appended.
 #[derive(Debug, Clone, Copy)]
@@ -142,7 +143,32 @@ struct ReadState {
     closing_txns: Vec<(i64, i64)>,
     /// The aborted-transactions index, in marker offset order.
     aborted: Vec<AbortedTxn>,
+    /// The active segment: the newest part of the log, which the cleaner never touches.
+    active: ActiveSegment,
+    /// The topic's `segment.bytes` and `segment.ms`, which end the active segment.
+    segment_limits: (u64, i64),
+    /// The first offset the log cleaner has not cleaned yet.
+    cleaned_to: i64,
+    /// The earliest delete horizon (KIP-534) the cleaner stamped on a batch with
+    /// tombstones: from then on a pass can remove them, dirty section or not. At start-up
+    /// it is unknown, so the first look finds the partition due once.
+    tombstone_horizon: Option<i64>,
+    /// Counts the cuts of the log's end (follower truncation, reset), so a cleaner pass
+    /// that read the log before one does not write.
+    generation: u64,
 }
+
+/// Kafka's active segment, kept as bounds only (the store has no segments): it starts at
+/// the first batch appended after the previous one filled up or grew old, and at start-up.
+#[derive(Debug, Clone, Copy)]
+struct ActiveSegment {
+    start: i64,
+    started_ms: i64,
+    bytes: u64,
+}
+
+/// Kafka's default `segment.bytes` and `segment.ms`, until the cleaner sets the topic's.
+const SEGMENT_LIMITS_DEFAULT: (u64, i64) = (1 << 30, 7 * 24 * 3_600_000);
 
 impl ReadState {
     /// The LSO: the HW, held back by open transactions and by closed ones whose marker the
@@ -178,6 +204,22 @@ impl ReadState {
         }
     }
 
+    /// A batch of `size` bytes is about to be written at `base`: it starts a new active
+    /// segment when the current one is full or old.
+    fn roll_for(&mut self, base: i64, size: u64) {
+        let now = crate::clock::now_ms();
+        let (max_bytes, max_ms) = self.segment_limits;
+        let a = &mut self.active;
+        if a.bytes > 0 && (a.bytes + size > max_bytes || now - a.started_ms >= max_ms) {
+            *a = ActiveSegment {
+                start: base,
+                started_ms: now,
+                bytes: 0,
+            };
+        }
+        a.bytes += size;
+    }
+
     /// The HW moved: closed transactions it passed no longer hold the LSO.
     fn hw_moved(&mut self) {
         let hw = self.hw;
@@ -198,6 +240,7 @@ impl ReadState {
     /// `new_epoch`): the LEO, size and tail follow, and the HW too while this replica is
     /// the whole ISR.
     fn leader_wrote(&mut self, meta: &BatchMeta, bytes: Bytes, leader_epoch: i32, new_epoch: bool) {
+        self.roll_for(meta.base_offset, meta.size as u64);
         self.leo = meta.last_offset + 1;
         if new_epoch {
             self.stored_epoch = Some(leader_epoch);
@@ -284,6 +327,7 @@ impl PartitionLog {
             epochs.push((leader_epoch, leo));
         }
         let size_bytes = store.size_bytes(id)?;
+        let cleaned_to = store.cleaned_to(id)?.unwrap_or(0).min(leo);
         Ok(PartitionLog {
             id,
             store,
@@ -303,6 +347,15 @@ impl PartitionLog {
                 open_txns,
                 closing_txns: Vec::new(),
                 aborted,
+                active: ActiveSegment {
+                    start: leo,
+                    started_ms: loaded_at,
+                    bytes: 0,
+                },
+                segment_limits: SEGMENT_LIMITS_DEFAULT,
+                cleaned_to,
+                tombstone_horizon: Some(i64::MIN),
+                generation: 0,
             }),
             hw_moved: Notify::new(),
             appended: Notify::new(),
@@ -922,7 +975,9 @@ impl PartitionLog {
             if h.last_offset() < leo {
                 continue;
             }
-            if h.base_offset != leo {
+            // Past the LEO is a gap the leader's cleaner made (its copy is compacted);
+            // below it, the batch overlaps what this replica has.
+            if h.base_offset < leo {
                 return Err(Error::CorruptMessage(format!(
                     "replica batch at {} does not continue the log at {leo}",
                     h.base_offset
@@ -1002,6 +1057,7 @@ impl PartitionLog {
             if let Some(t) = a.aborted {
                 s.aborted.push(t);
             }
+            s.roll_for(a.meta.base_offset, a.meta.size as u64);
             s.size_bytes += a.meta.size as u64;
             push_tail(
                 &mut s,
@@ -1057,6 +1113,11 @@ impl PartitionLog {
         s.leo = end;
         s.hw = s.hw.min(end);
         s.size_bytes = size;
+        s.generation += 1;
+        s.cleaned_to = s.cleaned_to.min(end);
+        if s.active.start > end {
+            s.active.start = end;
+        }
         s.open_txns = open_txns;
         s.closing_txns.retain(|(_, marker)| *marker < end);
         s.aborted.retain(|t| t.last_offset < end);
@@ -1098,6 +1159,9 @@ impl PartitionLog {
             s.log_start = start;
             s.leo = start;
             s.hw = start;
+            s.generation += 1;
+            s.cleaned_to = start;
+            s.active.start = start;
             tracing::info!(
                 partition = self.id,
                 from = leo,
