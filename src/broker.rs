@@ -28,6 +28,7 @@ use crate::storage::{GroupStore, MetaStore};
 use crate::topics::{Catalog, LogDir};
 
 mod authority;
+mod cleaner;
 
 pub use authority::Reassigning;
 

@@ -137,6 +137,10 @@ pub struct Config {
     pub log_retention_ms: i64,
     pub log_retention_bytes: i64,
     pub log_retention_check_interval_ms: u64,
+    /// The log cleaner: `log.cleaner.enable`, `.backoff.ms`, `.dedupe.buffer.size`.
+    pub log_cleaner_enable: bool,
+    pub log_cleaner_backoff_ms: u64,
+    pub log_cleaner_dedupe_buffer_bytes: usize,
     /// `producer.id.expiration.ms`, `producer.id.expiration.check.interval.ms`
     pub producer_id_expiration_ms: i64,
     pub producer_id_expiration_check_ms: u64,
@@ -334,6 +338,7 @@ impl Config {
         let listeners = cluster::parse_listeners(&p)?;
         let cluster = cluster::parse(&p, node_id, &listeners)?;
         let (group_min_session_timeout_ms, group_max_session_timeout_ms) = group_sessions(&p)?;
+        check_cleaner_defaults(&p)?;
         Ok(Config {
             node_id,
             listeners: listeners.client,
@@ -348,6 +353,9 @@ impl Config {
             log_retention_ms: log_retention_ms(&p)?,
             log_retention_bytes: p.int("log.retention.bytes")?,
             log_retention_check_interval_ms: p.int("log.retention.check.interval.ms")? as u64,
+            log_cleaner_enable: p.bool("log.cleaner.enable")?,
+            log_cleaner_backoff_ms: p.int("log.cleaner.backoff.ms")? as u64,
+            log_cleaner_dedupe_buffer_bytes: p.int("log.cleaner.dedupe.buffer.size")? as usize,
             producer_id_expiration_ms: p.int("producer.id.expiration.ms")?,
             producer_id_expiration_check_ms: p.int("producer.id.expiration.check.interval.ms")?
                 as u64,
@@ -414,6 +422,33 @@ fn log_retention_ms(p: &Props<'_>) -> Result<i64, ConfigError> {
     };
     // -1 (keep forever) stays -1 in every unit.
     Ok(p.int(name)?.saturating_mul(ms_per_unit).max(-1))
+}
+
+/// `log.cleanup.policy` names `delete` and/or `compact`; `log.cleaner.min.cleanable.ratio`
+/// is a number from 0 to 1 (topics inherit both, so a bad value must stop start-up).
+fn check_cleaner_defaults(p: &Props<'_>) -> Result<(), ConfigError> {
+    let policy = p.text("log.cleanup.policy");
+    let names: Vec<&str> = policy.split(',').map(str::trim).collect();
+    if names.is_empty() || names.iter().any(|n| *n != "delete" && *n != "compact") {
+        return Err(invalid(
+            "log.cleanup.policy",
+            policy,
+            "expected delete, compact or both, comma-separated",
+        ));
+    }
+    let ratio = p.text("log.cleaner.min.cleanable.ratio");
+    if !ratio
+        .trim()
+        .parse::<f64>()
+        .is_ok_and(|r| (0.0..=1.0).contains(&r))
+    {
+        return Err(invalid(
+            "log.cleaner.min.cleanable.ratio",
+            ratio,
+            "expected a number from 0 to 1",
+        ));
+    }
+    Ok(())
 }
 
 fn metrics_listener(p: &Props<'_>) -> Result<Option<SocketAddr>, ConfigError> {

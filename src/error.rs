@@ -34,6 +34,13 @@ pub enum Error {
     CorruptMessage(String),
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    /// Records a compacted topic refuses for want of a key: their indexes in the batch,
+    /// which Produce (v8+) lists as record errors.
+    #[error("Compacted topic cannot accept message without key in topic partition {partition}.")]
+    KeylessRecords {
+        partition: String,
+        indexes: Vec<i32>,
+    },
     #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
     MessageTooLarge { size: usize, max: i32 },
     #[error("offset {offset} is out of range [{start}, {end}]")]
@@ -98,7 +105,7 @@ impl Error {
             Error::InvalidRequest(_) => ResponseError::InvalidRequest,
             Error::TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
             Error::CorruptMessage(_) => ResponseError::CorruptMessage,
-            Error::InvalidRecord(_) => ResponseError::InvalidRecord,
+            Error::InvalidRecord(_) | Error::KeylessRecords { .. } => ResponseError::InvalidRecord,
             Error::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
             Error::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
             Error::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,

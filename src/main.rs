@@ -127,6 +127,7 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
     let metrics = metrics.map(|l| tokio::spawn(cairn::scrape::serve(broker.clone(), l)));
     let retention = tokio::spawn(broker.clone().run_retention());
     let producer_expiration = tokio::spawn(broker.clone().run_producer_expiration());
+    let cleaner = tokio::spawn(broker.clone().run_log_cleaner());
     let groups = tokio::spawn(broker.groups.clone().run(broker.shutdown_signal()));
 
     wait_for_signal().await?;
@@ -144,6 +145,7 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
     }
     retention.abort();
     producer_expiration.abort();
+    cleaner.abort();
     groups.abort();
     cluster.controller.shutdown().await;
     if let Some(m) = metrics {

@@ -37,6 +37,7 @@ const LONG_MAX: &str = "9223372036854775807";
 
 pub static KEYS: &[Key] = &[
     Key {
+        broker_key: Some("log.cleanup.policy"),
         choices: &["delete", "compact", "delete,compact", "compact,delete"],
         ..key("cleanup.policy", Kind::List, "delete")
     },
@@ -45,6 +46,7 @@ pub static KEYS: &[Key] = &[
         ..key("compression.type", Kind::String, "producer")
     },
     Key {
+        broker_key: Some("log.cleaner.delete.retention.ms"),
         min: Some(0.0),
         ..key("delete.retention.ms", Kind::Long, "86400000")
     },
@@ -75,6 +77,7 @@ pub static KEYS: &[Key] = &[
         ..key("local.retention.ms", Kind::Long, "-2")
     },
     Key {
+        broker_key: Some("log.cleaner.max.compaction.lag.ms"),
         min: Some(1.0),
         ..key("max.compaction.lag.ms", Kind::Long, LONG_MAX)
     },
@@ -96,10 +99,12 @@ pub static KEYS: &[Key] = &[
         ..key("message.timestamp.type", Kind::String, "CreateTime")
     },
     Key {
+        broker_key: Some("log.cleaner.min.cleanable.ratio"),
         min: Some(0.0),
         ..key("min.cleanable.dirty.ratio", Kind::Double, "0.5")
     },
     Key {
+        broker_key: Some("log.cleaner.min.compaction.lag.ms"),
         min: Some(0.0),
         ..key("min.compaction.lag.ms", Kind::Long, "0")
     },
@@ -121,6 +126,7 @@ pub static KEYS: &[Key] = &[
         ..key("retention.ms", Kind::Long, "604800000")
     },
     Key {
+        broker_key: Some("log.segment.bytes"),
         min: Some(1048576.0),
         ..key("segment.bytes", Kind::Int, "1073741824")
     },
@@ -133,6 +139,7 @@ pub static KEYS: &[Key] = &[
         ..key("segment.jitter.ms", Kind::Long, "0")
     },
     Key {
+        broker_key: Some("log.roll.ms"),
         min: Some(1.0),
         ..key("segment.ms", Kind::Long, "604800000")
     },
@@ -223,6 +230,15 @@ pub struct Effective {
     /// `flush.messages=1`: sync each append before acknowledging it.
     pub flush_each_append: bool,
     pub delete_retention: bool,
+    /// `cleanup.policy` includes compact, and the cleaner's settings for it.
+    pub compact: bool,
+    pub delete_retention_ms: i64,
+    pub min_compaction_lag_ms: i64,
+    pub max_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio` in millionths (Effective stays `Eq`).
+    pub min_cleanable_ppm: u32,
+    pub segment_bytes: i64,
+    pub segment_ms: i64,
 }
 
 impl Effective {
@@ -243,6 +259,18 @@ impl Effective {
             log_append_time: get("message.timestamp.type").eq_ignore_ascii_case("LogAppendTime"),
             flush_each_append: int("flush.messages") == 1,
             delete_retention: get("cleanup.policy").contains("delete"),
+            compact: get("cleanup.policy").contains("compact"),
+            delete_retention_ms: int("delete.retention.ms").max(0),
+            min_compaction_lag_ms: int("min.compaction.lag.ms").max(0),
+            max_compaction_lag_ms: int("max.compaction.lag.ms").max(1),
+            min_cleanable_ppm: (get("min.cleanable.dirty.ratio")
+                .trim()
+                .parse::<f64>()
+                .unwrap_or(0.5)
+                .clamp(0.0, 1.0)
+                * 1e6) as u32,
+            segment_bytes: int("segment.bytes").max(1),
+            segment_ms: int("segment.ms").max(1),
         }
     }
 }

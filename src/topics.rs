@@ -87,6 +87,16 @@ impl Topic {
         self.name == OFFSETS_TOPIC || self.name == TXN_TOPIC || self.name == SHARE_STATE_TOPIC
     }
 
+    /// Gives each partition's log the topic's `segment.bytes` and `segment.ms`, which end
+    /// its active segment (the part the cleaner leaves alone).
+    fn apply_segment_limits(&self) {
+        let e = &self.effective;
+        for p in &self.partitions {
+            p.log
+                .set_segment_limits(e.segment_bytes as u64, e.segment_ms);
+        }
+    }
+
     pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {
         usize::try_from(index)
             .ok()
@@ -204,14 +214,16 @@ impl Catalog {
             .enumerate()
             .map(|(i, p)| Self::open_partition(dirs, name, i, p))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Topic {
+        let topic = Topic {
             name: name.to_string(),
             id: stored.id,
             partitions,
             effective: Effective::resolve(&stored.configs, config),
             overrides: stored.configs.clone(),
             metrics: metrics.topic(name),
-        })
+        };
+        topic.apply_segment_limits();
+        Ok(topic)
     }
 
     fn open_partition(
@@ -385,6 +397,7 @@ impl Catalog {
             overrides: configs.clone(),
             metrics: self.metrics.topic(name),
         };
+        topic.apply_segment_limits();
         self.replace(topic);
         tracing::info!(topic = name, partitions, %id, "topic in the cluster metadata");
         self.get(name).ok_or(Error::UnknownTopicOrPartition)

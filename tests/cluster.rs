@@ -200,3 +200,112 @@ fn not_leader_answers_name_the_current_leader() {
     assert_eq!(p.current_leader.leader_id.0, -1);
     assert!(r.node_endpoints.is_empty());
 }
+
+/// (leader, ISR) of partition 0 of `topic` as node `asked` sees it.
+fn leader_and_isr(cluster: &Cluster, asked: i32, topic: &str) -> (i32, Vec<i32>) {
+    let m = metadata(&mut cluster.node(asked).client(), topic);
+    let p = &m.topics[0].partitions[0];
+    (p.leader_id.0, p.isr_nodes.iter().map(|b| b.0).collect())
+}
+
+fn await_placement(cluster: &Cluster, asked: i32, topic: &str, want: (i32, Vec<i32>)) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let got = leader_and_isr(cluster, asked, topic);
+        if got == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{topic}: want leader and ISR {want:?}, node {asked} says {got:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Every record of partition 0 from offset 0, read from `node`: (offset, value).
+fn read_from(cluster: &Cluster, node: i32, topic: &str) -> (i16, Vec<(i64, String)>) {
+    let mut c = cluster.node(node).client();
+    let r: FetchResponse = c.send(ApiKey::Fetch, 12, &Client::fetch_request(topic, 0, 0, 0, 0));
+    let p = &r.responses[0].partitions[0];
+    (
+        p.error_code,
+        common::records(p.records.clone().unwrap_or_default()),
+    )
+}
+
+/// A follower that was down while its leader compacted the log fetches the compacted
+/// batches, gaps in offsets and all, and serves the same records once it leads.
+#[test]
+fn a_follower_copies_a_compacted_log_with_its_gaps() {
+    use kafka_protocol::messages::create_topics_request::{
+        CreatableReplicaAssignment, CreatableTopicConfig,
+    };
+    let mut cluster = Cluster::start();
+    let topic = "compacted";
+    let config = |k: &str, v: &str| {
+        CreatableTopicConfig::default()
+            .with_name(kafka_protocol::protocol::StrBytes::from_string(k.into()))
+            .with_value(Some(kafka_protocol::protocol::StrBytes::from_string(
+                v.into(),
+            )))
+    };
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(vec![CreatableReplicaAssignment::default()
+                .with_partition_index(0)
+                .with_broker_ids(vec![1.into(), 2.into()])])
+            .with_configs(vec![
+                config("cleanup.policy", "compact"),
+                config("segment.ms", "1"),
+                config("min.cleanable.dirty.ratio", "0.01"),
+            ])]);
+    let created: CreateTopicsResponse =
+        cluster
+            .node(3)
+            .client()
+            .send(ApiKey::CreateTopics, 7, &create);
+    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+    await_placement(&cluster, 3, topic, (1, vec![1, 2]));
+
+    // Node 2 goes down; once it is out of the ISR, node 1 alone commits.
+    cluster.nodes[1].kill9();
+    await_placement(&cluster, 3, topic, (1, vec![1]));
+    let mut c = cluster.node(1).client();
+    // Each batch sets k0..k2 (common::batch keys its values k0, k1, ...).
+    for round in ["a", "b", "c", "d"] {
+        std::thread::sleep(Duration::from_millis(5)); // each batch rolls the segment
+        let values = [round, round, round];
+        let (err, _) = c.produce(topic, 0, common::batch(&values), 1);
+        assert_eq!(err, 0);
+    }
+    // The leader cleans: rounds a and b go, c stays (latest when cleaned), d is active.
+    let want: Vec<(i64, String)> = (6..12)
+        .map(|o| (o, if o < 9 { "c" } else { "d" }.to_string()))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while read_from(&cluster, 1, topic).1 != want {
+        assert!(
+            Instant::now() < deadline,
+            "{:?}",
+            read_from(&cluster, 1, topic)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Node 2 comes back at offset 0 and copies the leader's batches from 6 on.
+    cluster.nodes[1].restart();
+    await_placement(&cluster, 3, topic, (1, vec![1, 2]));
+    // Node 1 goes down; node 2, in the ISR, leads and serves what it copied.
+    cluster.nodes[0].kill9();
+    await_placement(&cluster, 3, topic, (2, vec![2]));
+    let (err, got) = read_from(&cluster, 2, topic);
+    assert_eq!(err, 0);
+    // Node 2 cleans its own copy too: round c goes there once d is no longer its active
+    // segment (when the two batches arrived in different milliseconds).
+    assert!(got == want || got[..] == want[3..], "{got:?}");
+}

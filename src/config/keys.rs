@@ -241,6 +241,66 @@ pub static KEYS: &[Key] = &[
         )
     },
     Key {
+        doc: "The default cleanup.policy of topics: delete, compact, or both.",
+        default: Some("delete"),
+        ..text("log.cleanup.policy", Kind::List)
+    },
+    Key {
+        doc: "Whether the log cleaner compacts topics whose cleanup.policy includes compact.",
+        ..boolean("log.cleaner.enable", "true")
+    },
+    Key {
+        doc: "How long the log cleaner sleeps when no partition is due for cleaning.",
+        ..int("log.cleaner.backoff.ms", Kind::Long, 0, LONG_MAX, "15000")
+    },
+    Key {
+        doc: "Memory for the log cleaner's map of the latest offset of each key; a pass whose dirty keys do not fit cleans what fits and goes on in the next.",
+        ..int(
+            "log.cleaner.dedupe.buffer.size",
+            Kind::Long,
+            0,
+            LONG_MAX,
+            "134217728",
+        )
+    },
+    Key {
+        doc: "The default delete.retention.ms of topics: how long a tombstone stays once a cleaning reached it.",
+        ..int(
+            "log.cleaner.delete.retention.ms",
+            Kind::Long,
+            0,
+            LONG_MAX,
+            "86400000",
+        )
+    },
+    Key {
+        doc: "The default min.compaction.lag.ms of topics.",
+        ..int("log.cleaner.min.compaction.lag.ms", Kind::Long, 0, LONG_MAX, "0")
+    },
+    Key {
+        doc: "The default max.compaction.lag.ms of topics.",
+        ..int(
+            "log.cleaner.max.compaction.lag.ms",
+            Kind::Long,
+            1,
+            LONG_MAX,
+            "9223372036854775807",
+        )
+    },
+    Key {
+        doc: "The default min.cleanable.dirty.ratio of topics (0 to 1).",
+        default: Some("0.5"),
+        ..text("log.cleaner.min.cleanable.ratio", Kind::Double)
+    },
+    Key {
+        doc: "The default segment.bytes of topics: the active segment, which the cleaner never touches, ends past this size.",
+        ..int("log.segment.bytes", Kind::Int, 14, INT_MAX, "1073741824")
+    },
+    Key {
+        doc: "The default segment.ms of topics: the active segment ends after this time.",
+        ..int("log.roll.ms", Kind::Long, 1, LONG_MAX, "604800000")
+    },
+    Key {
         doc: "A producer that last wrote to a partition this long ago (by its batches' timestamps) with no transaction open there is forgotten by it.",
         ..int("producer.id.expiration.ms", Kind::Int, 1, INT_MAX, "86400000")
     },

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use futures_util::future::join_all;
 use kafka_protocol::messages::produce_response::{
-    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
@@ -17,6 +18,7 @@ use super::RequestContext;
 use crate::broker::Broker;
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
+use crate::log::batch::{self, BatchHeader};
 use crate::log::{AppendOptions, Appended};
 use crate::topics::{Partition, Topic};
 
@@ -256,6 +258,9 @@ async fn append_to(
     if place.leader != node {
         return Err(Error::NotLeaderOrFollower);
     }
+    if e.compact {
+        refuse_keyless(t, p.index, &records)?;
+    }
     if acks == -1 {
         let isr = place.isr.len();
         if (isr as i32) < e.min_insync_replicas {
@@ -291,6 +296,26 @@ async fn append_to(
     Ok((appended, log_append_time.unwrap_or(-1)))
 }
 
+/// A compacted topic keeps the latest record of each key, so Kafka refuses records
+/// without one there. A batch whose header does not parse is left to the log's
+/// validation, which names what is wrong with it; records that do not parse are corrupt.
+fn refuse_keyless(t: &Topic, index: i32, records: &[u8]) -> Result<()> {
+    let Ok(h) = BatchHeader::parse(records) else {
+        return Ok(());
+    };
+    if h.is_control() {
+        return Ok(());
+    }
+    let indexes = batch::keyless_records(records, &h)?;
+    if indexes.is_empty() {
+        return Ok(());
+    }
+    Err(Error::KeylessRecords {
+        partition: format!("{}-{index}", t.name),
+        indexes,
+    })
+}
+
 /// Resets what `version` lacks: such fields must keep their defaults to be encodable.
 fn fit(mut r: PartitionProduceResponse, version: i16) -> PartitionProduceResponse {
     if version < 5 {
@@ -314,11 +339,23 @@ fn partition_response(index: i32, result: Result<(Appended, i64)>) -> PartitionP
             if matches!(e, Error::Storage(_)) {
                 tracing::error!(partition = index, error = %e, "append failed in storage");
             }
+            let record_errors = match &e {
+                Error::KeylessRecords { indexes, .. } => indexes
+                    .iter()
+                    .map(|i| {
+                        BatchIndexAndErrorMessage::default()
+                            .with_batch_index(*i)
+                            .with_batch_index_error_message(e.message())
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
             r.with_error_code(e.code())
                 .with_base_offset(-1)
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1)
                 .with_error_message(e.message())
+                .with_record_errors(record_errors)
         }
     }
 }
