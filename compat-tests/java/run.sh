@@ -292,6 +292,54 @@ check_delete_records() {
   else fail delete-records "earliest offsets after delete want [$(echo $want)] got [$(snip "$WORK/dre.out")] ($(why $rc dre))"; fi
 }
 
+# ---------------------------------------------------------------- compaction
+# A cleanup.policy=compact topic fed by four console-producer runs (a second or more apart,
+# so segment.ms=100 puts each in a segment of its own and only the last stays active): once
+# the broker's cleaner has run, the console consumer reads exactly the latest value of each
+# key, at the offset it was written to, and k9's tombstone at most.
+check_compaction() {
+  local t="cairn-jt-compact-$RUN_ID" rc round k
+  tool kcreate $TOPICS "${B[@]}" --create --topic "$t" --partitions 1 --replication-factor 1 \
+    --config cleanup.policy=compact --config segment.ms=100 \
+    --config min.cleanable.dirty.ratio=0.01 --config delete.retention.ms=0; rc=$?
+  if [[ $rc -ne 0 ]]; then fail compaction "could not create $t: $(why $rc kcreate)"; return; fi
+  for round in 1 2 3; do
+    for k in 0 1 2 3 4 5 6 7 8 9; do
+      if [[ $round -eq 3 && $k -eq 9 ]]; then echo "k9	<NULL>"; else echo "k$k	r$round-k$k"; fi
+    done > "$WORK/kin.$round"
+  done
+  printf 'last\tv\n' > "$WORK/kin.4"
+  for round in 1 2 3 4; do
+    tool_in "kprod$round" "$WORK/kin.$round" $PRODUCER "${B[@]}" --topic "$t" "$PRODUCER_PROP" acks=all \
+      "$READER_PROP" parse.key=true "$READER_PROP" null.marker='<NULL>'; rc=$?
+    if [[ $rc -ne 0 ]]; then fail compaction "producer run $round: $(why $rc "kprod$round")"; return; fi
+    sleep 1
+  done
+  # The cleaner looks every log.cleaner.backoff.ms (15 s by default, in Kafka too).
+  local tries r=""
+  for tries in $(seq 1 12); do
+    tool kcons org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$t" \
+      --from-beginning --timeout-ms 5000 "$FORMATTER_PROP" print.key=true "$FORMATTER_PROP" print.offset=true \
+      "$FORMATTER_PROP" null.literal='<NULL>'
+    if r=$(python3 - "$WORK/kcons.out" <<'PY'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+# Offset:N, key, value (console consumer: "Offset:3\tk3\tr1-k3")
+got = [(int(r[0].split(":")[1]), r[1], r[2]) for r in rows if len(r) >= 3]
+want = [(20 + k, f"k{k}", f"r3-k{k}") for k in range(9)] + [(30, "last", "v")]
+rest = [g for g in got if g[1] != "k9"]
+k9 = [g for g in got if g[1] == "k9"]
+if rest == want and k9 in ([], [(29, "k9", "<NULL>")]):
+    sys.exit(0)
+print(f"{len(got)} records, first {got[:3]}")
+sys.exit(1)
+PY
+    ); then pass compaction; return; fi
+    sleep 5
+  done
+  fail compaction "not the latest value per key after a minute and more: $r"
+}
+
 # ---------------------------------------------------------------- verifiable producer
 # compiles the helpers (*.java here) into $BUILD once per change of them or of the jars
 compile_reader() {
@@ -629,6 +677,7 @@ if want 'console|get_offsets|configs|delete_records'; then
   want configs && check_configs
   want delete_records && check_delete_records
 fi
+want compaction && check_compaction
 want verifiable && check_verifiable
 want groups && check_groups
 want transactions && check_transactions
