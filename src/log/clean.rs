@@ -389,28 +389,26 @@ impl PartitionLog {
         })
         .await
         .map_err(|e| Error::Storage(format!("clean task failed: {e}")))??;
+        // The tail cache holds batches as appended: drop those the pass changed.
+        let changed: HashSet<i64> = removed
+            .iter()
+            .map(|m| m.base_offset)
+            .chain(rewritten.iter().map(|(m, _)| m.base_offset))
+            .collect();
         let mut s = self.write_state();
         s.size_bytes = size;
         s.cleaned_to = mapped_to;
         s.tombstone_horizon = horizon;
-        // The tail cache holds batches as appended: drop those the pass changed.
-        let changed = |base: i64| {
-            removed.iter().any(|m| m.base_offset == base)
-                || rewritten.iter().any(|(m, _)| m.base_offset == base)
-        };
-        let before = s.tail.len();
         let mut freed = 0usize;
         s.tail.retain(|c| {
-            let keep = !changed(c.base);
+            let keep = !changed.contains(&c.base);
             if !keep {
                 freed += c.bytes.len();
             }
             keep
         });
-        if s.tail.len() != before {
-            s.tail_bytes -= freed;
-            TAIL_CACHE_TOTAL.fetch_sub(freed, Ordering::Relaxed);
-        }
+        s.tail_bytes -= freed;
+        TAIL_CACHE_TOTAL.fetch_sub(freed, Ordering::Relaxed);
         Ok(Some(report))
     }
 

@@ -72,14 +72,8 @@ impl Broker {
 
     /// Starts on an existing data dir (which the test owns).
     pub fn start_in(dir: &Path, overrides: &[&str]) -> Broker {
-        let mut b = Broker {
-            child: None,
-            addr: "127.0.0.1:1".parse().unwrap(),
-            dir: dir.to_path_buf(),
-            _tmp: None,
-            extra: overrides.iter().map(|s| s.to_string()).collect(),
-        };
-        b.spawn(free_port());
+        let mut b = Self::launch_in(dir, free_port(), overrides);
+        b.await_listening();
         b
     }
 
