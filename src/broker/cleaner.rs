@@ -48,13 +48,13 @@ impl Broker {
                         continue;
                     }
                 };
-                if d.dirty_bytes == 0 && !d.tombstones_due {
+                if d.dirty_bytes == 0 && !d.deletes_due {
                     continue;
                 }
                 let overdue = d.first_dirty_timestamp >= 0
                     && now.saturating_sub(d.first_dirty_timestamp) > e.max_compaction_lag_ms;
                 let ratio = d.ratio();
-                if !overdue && !d.tombstones_due && ratio * 1e6 < e.min_cleanable_ppm as f64 {
+                if !overdue && !d.deletes_due && ratio * 1e6 < e.min_cleanable_ppm as f64 {
                     continue;
                 }
                 let better = match &best {

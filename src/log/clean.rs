@@ -22,19 +22,24 @@
 //! The last batch of each producer is never removed: left with no record, it stays as an
 //! empty batch, as Kafka keeps it, so the producer's sequence and epoch stay in the log.
 //!
-//! Not cleaned yet: transactional batches and control batches are kept as they are (their
-//! records do not enter the offset map either, so a committed value never loses to an
-//! aborted one).
+//! Transactions, as Kafka's `CleanedTransactionMetadata` walks them (the cleanable end is
+//! never past the LSO, so every transaction met is finished):
+//! - a batch of an aborted transaction (one in the aborted-transactions index) goes, and
+//!   its records never enter the offset map, so a committed value never loses to it;
+//! - a committed transaction's records are cleaned as any others;
+//! - a marker stays while any batch of its transaction is left. The first pass that finds
+//!   none stamps it with a delete horizon, as a tombstone is, and a pass after that removes
+//!   it. (Cairn keeps producer state apart from the log, so no marker is kept for fencing.)
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use super::batch::{self, BatchHeader};
+use super::batch::{self, BatchHeader, ControlType};
 use super::{PartitionLog, TAIL_CACHE_TOTAL};
 use crate::error::{Error, Result};
-use crate::storage::BatchMeta;
+use crate::storage::{AbortedTxn, BatchMeta};
 
 /// Bytes an offset-map entry costs besides its key, as the dedupe buffer counts it.
 const ENTRY_OVERHEAD: usize = 48;
@@ -132,6 +137,101 @@ pub fn clean_batch(
     Ok(Cleaned::Rewritten(batch::rebuild(batch, h, &kept, stamp)?))
 }
 
+/// What cleaning does to a transaction marker, `done` when no batch of its transaction is
+/// left: it stays until then, is stamped with a delete horizon, and goes after it.
+pub fn clean_marker(
+    batch: &[u8],
+    h: &BatchHeader,
+    done: bool,
+    now_ms: i64,
+    delete_retention_ms: i64,
+) -> Result<Cleaned> {
+    match (done, h.delete_horizon()) {
+        (false, _) => Ok(Cleaned::Unchanged),
+        (true, Some(t)) if now_ms >= t => Ok(Cleaned::Removed),
+        (true, Some(_)) => Ok(Cleaned::Unchanged),
+        (true, None) => {
+            let plain = batch::plain_records(batch, h)
+                .ok_or_else(|| Error::CorruptMessage("marker does not decompress".into()))?;
+            let records = batch::parse_records(&plain, h.record_count)?;
+            let stamp = now_ms.saturating_add(delete_retention_ms);
+            Ok(Cleaned::Rewritten(batch::rebuild(
+                batch,
+                h,
+                &records,
+                Some(stamp),
+            )?))
+        }
+    }
+}
+
+/// The transactions a pass meets as it walks batches in offset order (Kafka's
+/// `CleanedTransactionMetadata`): which data batches were aborted, and which markers close
+/// a transaction none of whose batches is left.
+struct TxnWalk {
+    /// Aborted transactions not reached yet, by first offset.
+    pending: std::collections::VecDeque<AbortedTxn>,
+    /// Aborted transactions reached whose marker is not: producer -> a batch of it was met.
+    aborting: HashMap<i64, bool>,
+    /// Producers with a batch of a committed transaction met and its marker not reached.
+    committing: HashSet<i64>,
+}
+
+impl TxnWalk {
+    /// A walk from offset `from`, over the partition's aborted-transactions index.
+    fn new(index: &[AbortedTxn], from: i64) -> TxnWalk {
+        let mut pending: Vec<AbortedTxn> = index
+            .iter()
+            .filter(|t| t.last_offset >= from)
+            .copied()
+            .collect();
+        pending.sort_by_key(|t| t.first_offset);
+        TxnWalk {
+            pending: pending.into(),
+            aborting: HashMap::new(),
+            committing: HashSet::new(),
+        }
+    }
+
+    fn reach(&mut self, offset: i64) {
+        while let Some(t) = self.pending.front().filter(|t| t.first_offset <= offset) {
+            self.aborting.insert(t.producer_id, false);
+            self.pending.pop_front();
+        }
+    }
+
+    /// A data batch: true when it belongs to an aborted transaction.
+    fn on_batch(&mut self, h: &BatchHeader) -> bool {
+        self.reach(h.last_offset());
+        if !h.is_transactional() {
+            return false;
+        }
+        match self.aborting.get_mut(&h.producer_id) {
+            Some(met) => {
+                *met = true;
+                true
+            }
+            None => {
+                self.committing.insert(h.producer_id);
+                false
+            }
+        }
+    }
+
+    /// A control batch: true when no batch of the transaction it ends was met.
+    fn on_marker(&mut self, batch: &[u8], h: &BatchHeader) -> bool {
+        self.reach(h.last_offset());
+        if h.record_count == 0 {
+            return true;
+        }
+        match batch::control_type(batch, h) {
+            Some(ControlType::Abort) => !self.aborting.remove(&h.producer_id).unwrap_or(false),
+            Some(ControlType::Commit) => !self.committing.remove(&h.producer_id),
+            None => false,
+        }
+    }
+}
+
 /// How a pass is to clean a partition: the topic's settings at the time.
 #[derive(Debug, Clone, Copy)]
 pub struct CleanRules {
@@ -160,8 +260,8 @@ pub struct Dirtiness {
     pub total_bytes: u64,
     /// The oldest max timestamp in the dirty section (-1: none).
     pub first_dirty_timestamp: i64,
-    /// Tombstones whose delete horizon has passed wait for a pass.
-    pub tombstones_due: bool,
+    /// Tombstones or markers whose delete horizon has passed wait for a pass.
+    pub deletes_due: bool,
 }
 
 impl Dirtiness {
@@ -216,13 +316,13 @@ impl PartitionLog {
     pub async fn dirtiness(&self, now_ms: i64, min_lag_ms: i64) -> Result<Dirtiness> {
         let (first_dirty, end) = self.cleanable(now_ms, min_lag_ms).await?;
         let total_bytes = self.size_bytes();
-        let tombstones_due = self.tombstones_due(now_ms, first_dirty);
+        let deletes_due = self.deletes_due(now_ms, first_dirty);
         if end <= first_dirty {
             return Ok(Dirtiness {
                 dirty_bytes: 0,
                 total_bytes,
                 first_dirty_timestamp: -1,
-                tombstones_due,
+                deletes_due,
             });
         }
         let (dirty_bytes, first_dirty_timestamp) = self
@@ -241,14 +341,14 @@ impl PartitionLog {
             dirty_bytes,
             total_bytes,
             first_dirty_timestamp,
-            tombstones_due,
+            deletes_due,
         })
     }
 
-    /// Whether a stamped tombstone below `first_dirty` may go now.
-    fn tombstones_due(&self, now_ms: i64, first_dirty: i64) -> bool {
+    /// Whether a stamped tombstone or marker below `first_dirty` may go now.
+    fn deletes_due(&self, now_ms: i64, first_dirty: i64) -> bool {
         let s = self.read_state();
-        first_dirty > s.log_start && s.tombstone_horizon.is_some_and(|t| now_ms >= t)
+        first_dirty > s.log_start && s.earliest_delete_horizon.is_some_and(|t| now_ms >= t)
     }
 
     /// Cleans the partition once (see the module docs). None when there was nothing to
@@ -257,13 +357,18 @@ impl PartitionLog {
         let (first_dirty, end) = self
             .cleanable(rules.now_ms, rules.min_compaction_lag_ms)
             .await?;
-        let tombstones_due = self.tombstones_due(rules.now_ms, first_dirty);
-        if end <= first_dirty && !tombstones_due {
+        let deletes_due = self.deletes_due(rules.now_ms, first_dirty);
+        if end <= first_dirty && !deletes_due {
             return Ok(None);
         }
-        let generation = self.read_state().generation;
-        // 1. The offset map over [first_dirty, end), whole batches only.
+        let (generation, aborted) = {
+            let s = self.read_state();
+            (s.generation, s.aborted.clone())
+        };
+        // 1. The offset map over [first_dirty, end), whole batches only, aborted ones left
+        //    out.
         let mut map = OffsetMap::new(rules.dedupe_buffer_bytes);
+        let mut walk = TxnWalk::new(&aborted, first_dirty);
         let mut mapped_to = first_dirty;
         'map: while mapped_to < end {
             let chunk = self.read_stored(mapped_to, READ_CHUNK).await?;
@@ -276,7 +381,9 @@ impl PartitionLog {
                     break 'map;
                 }
                 any = true;
-                if !h.is_transactional() && !h.is_control() && !map.add(&bytes, &h)? {
+                if h.is_control() {
+                    walk.on_marker(&bytes, &h);
+                } else if !walk.on_batch(&h) && !map.add(&bytes, &h)? {
                     break 'map;
                 }
                 mapped_to = h.last_offset() + 1;
@@ -285,7 +392,7 @@ impl PartitionLog {
                 break;
             }
         }
-        if mapped_to <= first_dirty && !tombstones_due {
+        if mapped_to <= first_dirty && !deletes_due {
             return Ok(None);
         }
         // 2. Filter every batch below the mapped end.
@@ -311,6 +418,7 @@ impl PartitionLog {
             }
         };
         let mut at = self.read_state().log_start;
+        let mut walk = TxnWalk::new(&aborted, at);
         'filter: while at < mapped_to {
             let chunk = self.read_stored(at, READ_CHUNK).await?;
             let mut any = false;
@@ -330,12 +438,15 @@ impl PartitionLog {
                     size: h.size as u32,
                 };
                 report.bytes_before += h.size as u64;
-                if h.is_transactional() || h.is_control() {
-                    report.bytes_after += h.size as u64;
-                    continue;
-                }
-                let mut cleaned =
-                    clean_batch(&bytes, &h, &map, rules.now_ms, rules.delete_retention_ms)?;
+                let (now, retention) = (rules.now_ms, rules.delete_retention_ms);
+                let mut cleaned = if h.is_control() {
+                    let done = walk.on_marker(&bytes, &h);
+                    clean_marker(&bytes, &h, done, now, retention)?
+                } else if walk.on_batch(&h) {
+                    Cleaned::Removed
+                } else {
+                    clean_batch(&bytes, &h, &map, now, retention)?
+                };
                 if matches!(cleaned, Cleaned::Removed) && last_batches.contains(&h.base_offset) {
                     // A producer's last batch stays, emptied, for its sequence and epoch.
                     cleaned = match h.record_count {
@@ -382,9 +493,16 @@ impl PartitionLog {
         let store = self.store.clone();
         let id = self.id;
         let removed_bases: Vec<i64> = removed.iter().map(|m| m.base_offset).collect();
-        let written = rewritten.clone();
+        // A removed abort marker leaves the aborted index too: read_committed consumers
+        // would otherwise skip the producer's later transactions, waiting for it.
+        let unindexed: Vec<i64> = aborted
+            .iter()
+            .map(|t| t.last_offset)
+            .filter(|m| removed_bases.binary_search(m).is_ok())
+            .collect();
+        let (written, dropped) = (rewritten.clone(), unindexed.clone());
         let size = tokio::task::spawn_blocking(move || {
-            store.replace_batches(id, &written, &removed_bases, mapped_to)?;
+            store.replace_batches(id, &written, &removed_bases, &dropped, mapped_to)?;
             store.size_bytes(id)
         })
         .await
@@ -397,8 +515,10 @@ impl PartitionLog {
             .collect();
         let mut s = self.write_state();
         s.size_bytes = size;
+        s.aborted
+            .retain(|t| unindexed.binary_search(&t.last_offset).is_err());
         s.cleaned_to = mapped_to;
-        s.tombstone_horizon = horizon;
+        s.earliest_delete_horizon = horizon;
         let mut freed = 0usize;
         s.tail.retain(|c| {
             let keep = !changed.contains(&c.base);
@@ -462,6 +582,21 @@ mod tests {
         kvs: &[(Option<&str>, Option<&str>)],
         compression: Compression,
     ) -> Bytes {
+        encode_with(producer, false, base, kvs, compression)
+    }
+
+    /// A transactional batch of producer `id` from sequence `seq`.
+    fn encode_txn(id: i64, seq: i32, kvs: &[(Option<&str>, Option<&str>)]) -> Bytes {
+        encode_with(Some((id, seq)), true, 0, kvs, Compression::None)
+    }
+
+    fn encode_with(
+        producer: Option<(i64, i32)>,
+        transactional: bool,
+        base: i64,
+        kvs: &[(Option<&str>, Option<&str>)],
+        compression: Compression,
+    ) -> Bytes {
         let (producer_id, producer_epoch, seq0) = match producer {
             Some((id, seq)) => (id, 0, seq),
             None => (-1, -1, base as i32),
@@ -470,7 +605,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, (k, v))| Record {
-                transactional: false,
+                transactional,
                 control: false,
                 delete_horizon: false,
                 partition_leader_epoch: 0,
@@ -495,14 +630,14 @@ mod tests {
         buf.freeze()
     }
 
-    /// (offset, key, value, timestamp) of every record, decoded by kafka-protocol, which
-    /// also checks each batch's CRC.
+    /// (offset, key, value, timestamp) of every data record, decoded by kafka-protocol,
+    /// which also checks each batch's CRC.
     fn decode(bytes: &Bytes) -> Vec<(i64, String, Option<String>, i64)> {
         let mut buf = bytes.clone();
         let mut out = Vec::new();
         while !buf.is_empty() {
             let set = RecordBatchDecoder::decode(&mut buf).unwrap();
-            for r in set.records {
+            for r in set.records.into_iter().filter(|r| !r.control) {
                 let s = |b: Bytes| String::from_utf8(b.to_vec()).unwrap();
                 out.push((r.offset, s(r.key.unwrap()), r.value.map(s), r.timestamp));
             }
@@ -779,5 +914,92 @@ mod tests {
         let last = batch::headers(&read.records).next().unwrap();
         assert_eq!((last.base_sequence, last.last_offset()), (1, 1));
         assert_eq!(decode(&read.records).len(), 4);
+    }
+
+    #[tokio::test]
+    async fn aborted_batches_go_and_a_marker_goes_after_its_transaction_and_horizon() {
+        let store = Arc::new(MemoryStore::default());
+        let log = PartitionLog::open(1, store.clone() as Arc<dyn LogStore>, 0).unwrap();
+        log.set_segment_limits(1, i64::MAX);
+        let marker = |pid, kind| log.append_marker(pid, 0, kind, 0, 0, false);
+        let plain = |kvs: &[(Option<&str>, Option<&str>)]| encode(0, kvs, Compression::None);
+        // 0-1: producer 7 writes a and b, then aborts (2). 3: producer 8 commits a (4).
+        log.append(
+            &encode_txn(7, 0, &[(Some("a"), Some("x")), (Some("b"), Some("x"))]),
+            opts(),
+        )
+        .await
+        .unwrap();
+        marker(7, ControlType::Abort).await.unwrap();
+        log.append(&encode_txn(8, 0, &[(Some("a"), Some("c"))]), opts())
+            .await
+            .unwrap();
+        marker(8, ControlType::Commit).await.unwrap();
+        // 5: plain c. 6: producer 7's next transaction writes b and commits (7). 8: plain z.
+        log.append(&plain(&[(Some("c"), Some("p"))]), opts())
+            .await
+            .unwrap();
+        log.append(&encode_txn(7, 2, &[(Some("b"), Some("y"))]), opts())
+            .await
+            .unwrap();
+        marker(7, ControlType::Commit).await.unwrap();
+        log.append(&plain(&[(Some("z"), Some("1"))]), opts())
+            .await
+            .unwrap();
+        let committed = || async {
+            let r = log
+                .read(0, 1 << 20, true, ReadUpTo::LastStable)
+                .await
+                .unwrap();
+            let bases: Vec<i64> = batch::headers(&r.records).map(|h| h.base_offset).collect();
+            (bases, r.aborted.unwrap())
+        };
+        assert_eq!(committed().await.1, vec![(7, 0)]);
+
+        // Pass 1: the aborted batch goes; its marker stays, as a batch of it was met. The
+        // aborted records were not mapped, so the committed values stay.
+        log.clean(rules(100)).await.unwrap().expect("a pass");
+        let (bases, aborted) = committed().await;
+        assert_eq!(bases, vec![2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(aborted, vec![(7, 0)]);
+        let values: Vec<(i64, String, Option<String>)> = all(&log)
+            .await
+            .into_iter()
+            .map(|(o, k, v, _)| (o, k, v))
+            .collect();
+        let v = |s: &str| Some(s.to_string());
+        assert_eq!(
+            values,
+            vec![
+                (3, "a".into(), v("c")),
+                (5, "c".into(), v("p")),
+                (6, "b".into(), v("y")),
+                (8, "z".into(), v("1")),
+            ]
+        );
+
+        // Pass 2 (new dirty data): the abort marker has nothing left: it is stamped.
+        log.append(&plain(&[(Some("z"), Some("2"))]), opts())
+            .await
+            .unwrap();
+        log.clean(rules(100)).await.unwrap().expect("a pass");
+        let read = log
+            .read(0, 1 << 20, true, ReadUpTo::HighWatermark)
+            .await
+            .unwrap();
+        let first = batch::headers(&read.records).next().unwrap();
+        assert_eq!((first.base_offset, first.delete_horizon()), (2, Some(100)));
+        assert!(first.is_control());
+        // The commit markers stay: their transactions' batches are still there.
+        assert!(batch::headers(&read.records)
+            .all(|h| h.base_offset == 2 || h.delete_horizon().is_none()));
+
+        // Pass 3, once the horizon passed: the marker and its index entry go, so a
+        // read_committed consumer is not told to skip producer 7's later transaction.
+        log.clean(rules(101)).await.unwrap().expect("a pass");
+        let (bases, aborted) = committed().await;
+        assert_eq!(bases, vec![3, 4, 5, 6, 7, 8, 9]);
+        assert!(aborted.is_empty(), "{aborted:?}");
+        assert!(store.aborted_txns(1).unwrap().is_empty());
     }
 }

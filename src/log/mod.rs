@@ -149,10 +149,10 @@ struct ReadState {
     segment_limits: (u64, i64),
     /// The first offset the log cleaner has not cleaned yet.
     cleaned_to: i64,
-    /// The earliest delete horizon (KIP-534) the cleaner stamped on a batch with
-    /// tombstones: from then on a pass can remove them, dirty section or not. At start-up
-    /// it is unknown, so the first look finds the partition due once.
-    tombstone_horizon: Option<i64>,
+    /// The earliest delete horizon (KIP-534) the cleaner stamped on a batch of tombstones or
+    /// on a transaction marker: from then on a pass can remove them, dirty section or not.
+    /// At start-up it is unknown, so the first look finds the partition due once.
+    earliest_delete_horizon: Option<i64>,
     /// Counts the cuts of the log's end (follower truncation, reset), so a cleaner pass
     /// that read the log before one does not write.
     generation: u64,
@@ -354,7 +354,7 @@ impl PartitionLog {
                 },
                 segment_limits: SEGMENT_LIMITS_DEFAULT,
                 cleaned_to,
-                tombstone_horizon: Some(i64::MIN),
+                earliest_delete_horizon: Some(i64::MIN),
                 generation: 0,
             }),
             hw_moved: Notify::new(),

@@ -122,6 +122,7 @@ impl LogStore for MemoryStore {
         p: PartitionId,
         rewritten: &[(BatchMeta, Bytes)],
         removed: &[i64],
+        unindexed: &[i64],
         cleaned_to: i64,
     ) -> Result<()> {
         let mut g = self.lock();
@@ -130,6 +131,9 @@ impl LogStore for MemoryStore {
         }
         for base in removed {
             g.batches.remove(&(p, *base));
+        }
+        for marker in unindexed {
+            g.aborted.remove(&(p, *marker));
         }
         g.cleaned.insert(p, cleaned_to);
         Ok(())

@@ -141,12 +141,14 @@ pub trait LogStore: Send + Sync + 'static {
 
     /// A log cleaner pass's result as one written unit: each of `rewritten` replaces the
     /// stored batch with the same base offset, each batch at a base offset in `removed`
-    /// goes, and `cleaned_to` (the first offset not yet cleaned) is recorded.
+    /// goes, the aborted-index entries of the markers at `unindexed` go, and `cleaned_to`
+    /// (the first offset not yet cleaned) is recorded.
     fn replace_batches(
         &self,
         partition: PartitionId,
         rewritten: &[(BatchMeta, Bytes)],
         removed: &[i64],
+        unindexed: &[i64],
         cleaned_to: i64,
     ) -> Result<()>;
 
@@ -406,9 +408,14 @@ pub(crate) mod conformance {
             size: 4,
             ..batch(6, 1, 4).meta
         };
-        s.replace_batches(1, &[(smaller, Bytes::from(vec![66u8; 4]))], &[7], 10)
+        assert_eq!(s.aborted_txns(1).unwrap(), vec![aborted(6, 6)]);
+        s.replace_batches(1, &[(smaller, Bytes::from(vec![66u8; 4]))], &[7], &[6], 10)
             .unwrap();
         assert_eq!(s.cleaned_to(1).unwrap(), Some(10));
+        assert!(
+            s.aborted_txns(1).unwrap().is_empty(),
+            "its index entry went"
+        );
         assert_eq!(
             s.read(1, 6, 1000).unwrap().to_vec(),
             [&[66u8; 4][..], &[10u8; 10]].concat()

@@ -360,6 +360,7 @@ impl LogStore for RocksStore {
         partition: PartitionId,
         rewritten: &[(BatchMeta, Bytes)],
         removed: &[i64],
+        unindexed: &[i64],
         cleaned_to: i64,
     ) -> Result<()> {
         let mut wb = WriteBatch::default();
@@ -373,6 +374,9 @@ impl LogStore for RocksStore {
             let key = batch_key(partition, *base);
             wb.delete_cf(log, key);
             wb.delete_cf(index, key);
+        }
+        for marker in unindexed {
+            wb.delete_cf(self.cf(CF_META), aborted_key(partition, *marker));
         }
         wb.put_cf(
             self.cf(CF_META),
