@@ -340,6 +340,72 @@ PY
   fail compaction "not the latest value per key after a minute and more: $r"
 }
 
+# Reads topic $1 from the beginning with isolation level $2 (output in $WORK/$3.out) until
+# its (offset, key, value) rows equal the JSON list $4. The cleaner looks every
+# log.cleaner.backoff.ms (15 s by default, in Kafka too): a minute and more at most.
+await_compacted() {
+  local t="$1" iso="$2" name="$3" want="$4" tries
+  for tries in $(seq 1 12); do
+    tool "$name" org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$t" \
+      --from-beginning --timeout-ms 5000 --isolation-level "$iso" \
+      "$FORMATTER_PROP" print.key=true "$FORMATTER_PROP" print.offset=true
+    if python3 - "$WORK/$name.out" "$want" <<'PY'
+import json, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+got = [[int(r[0].split(":")[1]), r[1], r[2]] for r in rows if len(r) >= 3]
+sys.exit(0 if got == json.loads(sys.argv[2]) else 1)
+PY
+    then return 0; fi
+    sleep 5
+  done
+  return 1
+}
+
+# A compacted topic written in transactions (TxnWrites.java), one producer:
+#   0-9 k0..k9 aborted (marker 10), 11-15 k0..k4 committed (16),
+#   17-21 k5..k9 aborted (22), 23-27 k5..k9 committed (28), then a plain record at 29.
+# Cleaning removes the aborted records: a read_uncommitted consumer then reads only the
+# committed values. One more record lets later passes remove the emptied abort markers;
+# a read_committed consumer must still read every committed record, none taken for
+# aborted.
+check_compaction_txn() {
+  local t="cairn-jt-compact-txn-$RUN_ID" rc k a1=() c1=() a2=() c2=() want
+  compile_reader || { fail compaction-txn "javac failed: $(snip "$WORK/javac.err")"; return; }
+  tool ctcreate $TOPICS "${B[@]}" --create --topic "$t" --partitions 1 --replication-factor 1 \
+    --config cleanup.policy=compact --config segment.ms=100 \
+    --config min.cleanable.dirty.ratio=0.01 --config delete.retention.ms=0; rc=$?
+  if [[ $rc -ne 0 ]]; then fail compaction-txn "could not create $t: $(why $rc ctcreate)"; return; fi
+  for k in 0 1 2 3 4 5 6 7 8 9; do a1+=("k$k=a1-k$k"); done
+  for k in 0 1 2 3 4; do c1+=("k$k=c1-k$k"); done
+  for k in 5 6 7 8 9; do a2+=("k$k=a2-k$k"); c2+=("k$k=c2-k$k"); done
+  helper cttxn TxnWrites "$BOOTSTRAP" "$t" "cairn-jt-compact-txn-$RUN_ID" \
+    "abort:$(IFS=,; echo "${a1[*]}")" "commit:$(IFS=,; echo "${c1[*]}")" \
+    "abort:$(IFS=,; echo "${a2[*]}")" "commit:$(IFS=,; echo "${c2[*]}")"; rc=$?
+  if [[ $rc -ne 0 ]]; then fail compaction-txn "transactions: $(why $rc cttxn)"; return; fi
+  sleep 1
+  printf 'last\tv\n' > "$WORK/ctlast.txt"
+  tool_in ctprod "$WORK/ctlast.txt" $PRODUCER "${B[@]}" --topic "$t" "$PRODUCER_PROP" acks=all \
+    "$READER_PROP" parse.key=true; rc=$?
+  if [[ $rc -ne 0 ]]; then fail compaction-txn "plain record: $(why $rc ctprod)"; return; fi
+  want=$(python3 -c 'import json; print(json.dumps(
+    [[11 + k, f"k{k}", f"c1-k{k}"] for k in range(5)] +
+    [[18 + k, f"k{k}", f"c2-k{k}"] for k in range(5, 10)] + [[29, "last", "v"]]))')
+  if ! await_compacted "$t" read_uncommitted ctread "$want"; then
+    fail compaction-txn "aborted records still read after a minute and more: $(snip "$WORK/ctread.out")"; return
+  fi
+  sleep 1
+  printf 'last2\tv\n' > "$WORK/ctlast2.txt"
+  tool_in ctprod2 "$WORK/ctlast2.txt" $PRODUCER "${B[@]}" --topic "$t" "$PRODUCER_PROP" acks=all \
+    "$READER_PROP" parse.key=true
+  want=$(python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1]) + [[30, "last2", "v"]]))' "$want")
+  sleep 20  # a cleaner look or two, so the markers' passes run before the read
+  if await_compacted "$t" read_committed ctreadc "$want"; then
+    pass compaction-txn
+  else
+    fail compaction-txn "read_committed after cleaning: $(snip "$WORK/ctreadc.out") $(snip_err "$WORK/ctreadc.err")"
+  fi
+}
+
 # ---------------------------------------------------------------- verifiable producer
 # compiles the helpers (*.java here) into $BUILD once per change of them or of the jars
 compile_reader() {
@@ -678,6 +744,7 @@ if want 'console|get_offsets|configs|delete_records'; then
   want delete_records && check_delete_records
 fi
 want compaction && check_compaction
+want compaction && check_compaction_txn
 want verifiable && check_verifiable
 want groups && check_groups
 want transactions && check_transactions
