@@ -214,7 +214,7 @@ impl Broker {
             records.push(topic(
                 offsets,
                 id,
-                crate::replication::offsets_topic_configs(),
+                crate::replication::offsets_topic_configs(&self.config),
             ));
             records.extend(
                 (0..self.config.cluster.offsets_topic_num_partitions).map(|i| on_me(id, i)),

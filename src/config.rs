@@ -77,6 +77,12 @@ pub struct ClusterConfig {
     pub offsets_topic_replication_factor: i16,
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` when created.
     pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.segment.bytes`, `transaction.state.log.segment.bytes` and
+    /// `share.coordinator.state.topic.segment.bytes`: the internal topics' `segment.bytes`
+    /// when created.
+    pub offsets_topic_segment_bytes: i32,
+    pub txn_topic_segment_bytes: i32,
+    pub share_topic_segment_bytes: i32,
     /// `transaction.state.log.*`: `__transaction_state` when created.
     pub txn_topic_replication_factor: i16,
     pub txn_topic_min_isr: i32,

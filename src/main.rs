@@ -172,8 +172,10 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 /// `cairn dump-log LOG_DIR [TOPIC]`: every batch of every partition kept in a (stopped)
 /// broker's log dir, one line each: `topic partition base_offset last_offset leader_epoch
 /// crc` and the producer (id, epoch, sequence; `txn` for transactional batches) or, for a
-/// transaction marker, which end and whose; like kafka-dump-log.sh. The fault harness
-/// compares replicas with it.
+/// transaction marker, which end and whose; like kafka-dump-log.sh. The coordinators'
+/// topics, which every replica compacts on its own, print instead the latest record of
+/// each key that has one (`topic partition offset key=HEX value=CRC32C`), what stays the
+/// same on every replica. The fault harness compares replicas with it.
 fn dump_log(args: &[String]) -> ExitCode {
     const USAGE: &str = "usage: cairn dump-log LOG_DIR [TOPIC]";
     let Some(dir) = args.first() else {
@@ -202,6 +204,10 @@ fn dump_log(args: &[String]) -> ExitCode {
                 continue;
             }
             for p in &t.partitions {
+                if t.is_internal() {
+                    latest_per_key(&runtime, &t.name, p, &mut out)?;
+                    continue;
+                }
                 let mut at = p.log.offsets().log_start;
                 loop {
                     let r = runtime.block_on(p.log.read(
@@ -267,6 +273,55 @@ fn dump_log(args: &[String]) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// For `dump-log`: the latest record of each key of a compacted partition, in offset
+/// order; keys whose latest record is a tombstone are left out (a replica may have removed
+/// it, another not yet).
+fn latest_per_key(
+    runtime: &tokio::runtime::Runtime,
+    topic: &str,
+    p: &cairn::topics::Partition,
+    out: &mut impl std::io::Write,
+) -> anyhow::Result<()> {
+    use kafka_protocol::records::RecordBatchDecoder;
+    let mut latest: std::collections::HashMap<bytes::Bytes, (i64, Option<bytes::Bytes>)> =
+        std::collections::HashMap::new();
+    let mut at = p.log.offsets().log_start;
+    loop {
+        let r = runtime.block_on(p.log.read(at, 1 << 20, true, cairn::log::ReadUpTo::LogEnd))?;
+        if r.records.is_empty() {
+            break;
+        }
+        for h in cairn::log::batch::headers(&r.records) {
+            at = at.max(h.last_offset() + 1);
+        }
+        let mut bytes = r.records;
+        while !bytes.is_empty() {
+            let set = RecordBatchDecoder::decode(&mut bytes)
+                .map_err(|e| anyhow::anyhow!("{topic}-{}: {e}", p.index))?;
+            for rec in set.records.into_iter().filter(|r| !r.control) {
+                if let Some(k) = rec.key {
+                    latest.insert(k, (rec.offset, rec.value));
+                }
+            }
+        }
+    }
+    let mut live: Vec<_> = latest
+        .into_iter()
+        .filter_map(|(k, (offset, v))| Some((offset, k, v?)))
+        .collect();
+    live.sort();
+    for (offset, k, v) in live {
+        let key: String = k.iter().map(|b| format!("{b:02x}")).collect();
+        writeln!(
+            out,
+            "{topic} {} {offset} key={key} value={:08x}",
+            p.index,
+            crc32c::crc32c(&v)
+        )?;
+    }
+    Ok(())
 }
 
 /// `cairn healthcheck [host:port]`: exits 0 when the broker's `/ready` answers 200 (default

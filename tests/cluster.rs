@@ -8,11 +8,19 @@ use std::time::{Duration, Instant};
 
 use common::{batch, name, Broker, Client};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchResponse, MetadataRequest,
-    MetadataResponse, ProduceResponse,
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::{
+    ApiKey, CreateTopicsRequest, CreateTopicsResponse, DeleteGroupsResponse,
+    DescribeLogDirsRequest, DescribeLogDirsResponse, FetchResponse, FindCoordinatorRequest,
+    FindCoordinatorResponse, GroupId, MetadataRequest, MetadataResponse, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, ProduceResponse,
+};
+use kafka_protocol::protocol::StrBytes;
 
 const NODES: [i32; 3] = [1, 2, 3];
 
@@ -23,6 +31,11 @@ struct Cluster {
 
 impl Cluster {
     fn start() -> Cluster {
+        Cluster::start_with(&[])
+    }
+
+    /// A cluster whose nodes all start with `overrides` too.
+    fn start_with(overrides: &[&str]) -> Cluster {
         let tmp = tempfile::tempdir().unwrap();
         let ports: Vec<u16> = NODES.iter().map(|_| common::free_port()).collect();
         let ctrl: Vec<u16> = NODES.iter().map(|_| common::free_port()).collect();
@@ -42,18 +55,16 @@ impl Cluster {
                     "listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}"
                 );
                 let advertised = format!("advertised.listeners=PLAINTEXT://127.0.0.1:{port}");
-                Broker::launch_in(
-                    &tmp.path().join(format!("data-{i}")),
-                    port,
-                    &[
-                        &node,
-                        "process.roles=broker,controller",
-                        &voters,
-                        "controller.listener.names=CONTROLLER",
-                        &listeners,
-                        &advertised,
-                    ],
-                )
+                let mut all = vec![
+                    node.as_str(),
+                    "process.roles=broker,controller",
+                    &voters,
+                    "controller.listener.names=CONTROLLER",
+                    &listeners,
+                    &advertised,
+                ];
+                all.extend_from_slice(overrides);
+                Broker::launch_in(&tmp.path().join(format!("data-{i}")), port, &all)
             })
             .collect();
         for n in &mut nodes {
@@ -308,4 +319,189 @@ fn a_follower_copies_a_compacted_log_with_its_gaps() {
     // Node 2 cleans its own copy too: round c goes there once d is no longer its active
     // segment (when the two batches arrived in different milliseconds).
     assert!(got == want || got[..] == want[3..], "{got:?}");
+}
+
+/// The node coordinating `group`, as FindCoordinator on `c` answers once it can.
+fn coordinator_of(c: &mut Client, group: &str) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r: FindCoordinatorResponse = c.send(
+            ApiKey::FindCoordinator,
+            3,
+            &FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.into())),
+        );
+        if r.error_code == 0 {
+            return r.node_id.0;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no coordinator for {group}: {r:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The size of `topic`-`partition` as DescribeLogDirs on `c` reports it.
+fn partition_size(c: &mut Client, topic: &str, partition: i32) -> Option<i64> {
+    let r: DescribeLogDirsResponse = c.send(
+        ApiKey::DescribeLogDirs,
+        4,
+        &DescribeLogDirsRequest::default().with_topics(None),
+    );
+    r.results
+        .iter()
+        .flat_map(|d| &d.topics)
+        .filter(|t| t.name.as_str() == topic)
+        .flat_map(|t| &t.partitions)
+        .find(|p| p.partition_index == partition)
+        .map(|p| p.partition_size)
+}
+
+/// (partition, committed offset) of `group` for `topic` partitions 0..n, or the error.
+fn committed(c: &mut Client, group: &str, topic: &str, n: i32) -> Result<Vec<(i32, i64)>, i16> {
+    let req = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.into())))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(name(topic))
+            .with_partition_indexes((0..n).collect())]));
+    let r: OffsetFetchResponse = c.send(ApiKey::OffsetFetch, 7, &req);
+    if r.error_code != 0 {
+        return Err(r.error_code);
+    }
+    Ok(r.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.committed_offset))
+        .collect())
+}
+
+/// A million offset commits over four groups leave `__consumer_offsets` near its live set
+/// on every replica (each cleans its own copy), and a coordinator that takes over after
+/// kill -9 of the old one loads the compacted log: the latest offset of every partition of
+/// every group, and nothing of the group deleted.
+#[test]
+fn a_million_commits_leave_the_offsets_topic_near_its_live_set() {
+    const GROUPS: usize = 4;
+    const PARTITIONS: i32 = 250;
+    const ROUNDS: i64 = 1000;
+    let cluster = Cluster::start_with(&[
+        "offsets.topic.num.partitions=1",
+        "offsets.topic.segment.bytes=1048576",
+        "log.cleaner.backoff.ms=200",
+    ]);
+    let topic = "committed";
+    let mut admin = cluster.node(1).client();
+    let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(name(topic))
+        .with_num_partitions(PARTITIONS)
+        .with_replication_factor(1)]);
+    let r: CreateTopicsResponse = admin.send(ApiKey::CreateTopics, 7, &create);
+    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+    let groups: Vec<String> = (0..GROUPS).map(|g| format!("offsets-{g}")).collect();
+    let coordinator = coordinator_of(&mut admin, &groups[0]);
+    for g in &groups {
+        assert_eq!(coordinator_of(&mut admin, g), coordinator, "one partition");
+    }
+    let mut c = cluster.node(coordinator).client();
+    // Rounds of one commit request per group (every partition, offset = round), 64
+    // requests in flight at a time.
+    let commit = |round: i64, group: &str| {
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.into())))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(name(topic))
+                .with_partitions(
+                    (0..PARTITIONS)
+                        .map(|p| {
+                            OffsetCommitRequestPartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(round)
+                        })
+                        .collect(),
+                )])
+    };
+    let requests: Vec<(i64, &String)> = (1..=ROUNDS)
+        .flat_map(|round| groups.iter().map(move |g| (round, g)))
+        .collect();
+    for window in requests.chunks(64) {
+        let sent: Vec<i32> = window
+            .iter()
+            .map(|(round, g)| c.send_only(ApiKey::OffsetCommit, 8, &commit(*round, g)))
+            .collect();
+        for correlation in sent {
+            let body = c.read_frame().expect("an OffsetCommit response");
+            let r: OffsetCommitResponse =
+                cairn::wire::decode_response(ApiKey::OffsetCommit, 8, correlation, body).unwrap();
+            let errors: Vec<i16> = r.topics[0]
+                .partitions
+                .iter()
+                .map(|p| p.error_code)
+                .filter(|e| *e != 0)
+                .collect();
+            assert!(errors.is_empty(), "commit errors: {errors:?}");
+        }
+    }
+    assert_eq!(GROUPS as i64 * PARTITIONS as i64 * ROUNDS, 1_000_000);
+    // The last group goes: its offsets become tombstones.
+    let deleted = groups.last().unwrap();
+    let r: DeleteGroupsResponse = c.send(
+        ApiKey::DeleteGroups,
+        2,
+        &DeleteGroupsRequest::default()
+            .with_groups_names(vec![GroupId(StrBytes::from_string(deleted.clone()))]),
+    );
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+
+    // Uncompacted, a million commits take tens of MB; the live set is 1,000 keys, plus the
+    // active segment (1 MiB at most).
+    let bound = 4 << 20;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let sizes: Vec<Option<i64>> = NODES
+            .iter()
+            .map(|&i| partition_size(&mut cluster.node(i).client(), "__consumer_offsets", 0))
+            .collect();
+        eprintln!("__consumer_offsets-0 on each node: {sizes:?} bytes");
+        if sizes.iter().all(|s| s.is_some_and(|s| s < bound)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "__consumer_offsets-0 is not compacted on every replica: {sizes:?} bytes"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    // The coordinator dies; another loads the compacted partition.
+    let mut cluster = cluster;
+    cluster.nodes[(coordinator - 1) as usize].kill9();
+    let other = NODES.iter().copied().find(|&i| i != coordinator).unwrap();
+    let mut c = cluster.node(other).client();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (next, mut c) = loop {
+        let next = coordinator_of(&mut c, &groups[0]);
+        if next != coordinator {
+            let mut nc = cluster.node(next).client();
+            // COORDINATOR_LOAD_IN_PROGRESS (14) while it loads, NOT_COORDINATOR (16) until
+            // its metadata catches up.
+            match committed(&mut nc, &groups[0], topic, PARTITIONS) {
+                Ok(_) => break (next, nc),
+                Err(e) => assert!(e == 14 || e == 16, "OffsetFetch error {e}"),
+            }
+        }
+        assert!(Instant::now() < deadline, "no coordinator took over");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_ne!(next, coordinator);
+    let latest: Vec<(i32, i64)> = (0..PARTITIONS).map(|p| (p, ROUNDS)).collect();
+    for g in &groups[..GROUPS - 1] {
+        assert_eq!(
+            committed(&mut c, g, topic, PARTITIONS).unwrap(),
+            latest,
+            "{g}"
+        );
+    }
+    let none: Vec<(i32, i64)> = (0..PARTITIONS).map(|p| (p, -1)).collect();
+    assert_eq!(committed(&mut c, deleted, topic, PARTITIONS).unwrap(), none);
 }

@@ -35,9 +35,9 @@ impl Broker {
         let mut best: Option<(bool, f64, Arc<Topic>, Arc<Partition>)> = None;
         for topic in self.catalog.all() {
             let e = topic.effective;
-            // The coordinators' own topics are not cleaned yet: their records are not
-            // keyed as the cleaner needs, whatever log.cleanup.policy says (issue 15).
-            if !e.compact || topic.is_internal() {
+            // The coordinators' topics are compacted whatever their config says: ones
+            // created before Cairn compacted have no cleanup.policy of their own.
+            if !e.compact && !topic.is_internal() {
                 continue;
             }
             for p in &topic.partitions {
@@ -72,7 +72,15 @@ impl Broker {
         let e = topic.effective;
         let rules = CleanRules {
             now_ms: now,
-            delete_retention_ms: e.delete_retention_ms,
+            delete_retention_ms: match topic.is_internal() {
+                // A broker that becomes a coordinator applies the records past its
+                // checkpoint to its own state: every delete must still be there to apply,
+                // so the coordinators' tombstones are kept (Kafka reloads the whole
+                // partition instead, and removes them after delete.retention.ms). A horizon
+                // past i64::MAX never comes.
+                true => i64::MAX,
+                false => e.delete_retention_ms,
+            },
             min_compaction_lag_ms: e.min_compaction_lag_ms,
             dedupe_buffer_bytes: self.config.log_cleaner_dedupe_buffer_bytes,
         };

@@ -506,6 +506,10 @@ pub static KEYS: &[Key] = &[
         ..int("offsets.topic.num.partitions", Kind::Int, 1, 10_000, "50")
     },
     Key {
+        doc: "segment.bytes of __consumer_offsets when it is created: the active segment the log cleaner leaves alone.",
+        ..int("offsets.topic.segment.bytes", Kind::Int, 1, INT_MAX, "104857600")
+    },
+    Key {
         shown: Shown::Derived(|c| c.cluster.txn_topic_replication_factor.to_string()),
         doc: "Replicas of __transaction_state when it is created; unset, 3 or the number of voters if fewer (1 on a single node).",
         ..int(
@@ -526,6 +530,10 @@ pub static KEYS: &[Key] = &[
         ..int("transaction.state.log.num.partitions", Kind::Int, 1, 10_000, "50")
     },
     Key {
+        doc: "segment.bytes of __transaction_state when it is created.",
+        ..int("transaction.state.log.segment.bytes", Kind::Int, 1, INT_MAX, "104857600")
+    },
+    Key {
         shown: Shown::Derived(|c| c.cluster.share_topic_replication_factor.to_string()),
         doc: "Replicas of __share_group_state when it is created; unset, 3 or the number of voters if fewer (1 on a single node).",
         ..int(
@@ -544,6 +552,10 @@ pub static KEYS: &[Key] = &[
     Key {
         doc: "Partitions of __share_group_state when it is created.",
         ..int("share.coordinator.state.topic.num.partitions", Kind::Int, 1, 10_000, "50")
+    },
+    Key {
+        doc: "segment.bytes of __share_group_state when it is created.",
+        ..int("share.coordinator.state.topic.segment.bytes", Kind::Int, 1, INT_MAX, "104857600")
     },
     Key {
         doc: "The longest transaction timeout a producer may ask for; longer gets INVALID_TRANSACTION_TIMEOUT.",

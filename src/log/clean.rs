@@ -129,8 +129,11 @@ pub fn clean_batch(
     if kept.is_empty() {
         return Ok(Cleaned::Removed);
     }
+    // A horizon past i64::MAX (`delete.retention.ms` of Long.MAX_VALUE) never comes: the
+    // tombstone stays, unstamped.
     let stamp = (h.delete_horizon().is_none() && kept.iter().any(|r| r.is_tombstone))
-        .then(|| now_ms.saturating_add(delete_retention_ms));
+        .then(|| now_ms.checked_add(delete_retention_ms))
+        .flatten();
     if kept.len() == records.len() && stamp.is_none() {
         return Ok(Cleaned::Unchanged);
     }
@@ -151,10 +154,13 @@ pub fn clean_marker(
         (true, Some(t)) if now_ms >= t => Ok(Cleaned::Removed),
         (true, Some(_)) => Ok(Cleaned::Unchanged),
         (true, None) => {
+            // As for tombstones, a horizon past i64::MAX never comes.
+            let Some(stamp) = now_ms.checked_add(delete_retention_ms) else {
+                return Ok(Cleaned::Unchanged);
+            };
             let plain = batch::plain_records(batch, h)
                 .ok_or_else(|| Error::CorruptMessage("marker does not decompress".into()))?;
             let records = batch::parse_records(&plain, h.record_count)?;
-            let stamp = now_ms.saturating_add(delete_retention_ms);
             Ok(Cleaned::Rewritten(batch::rebuild(
                 batch,
                 h,

@@ -21,7 +21,10 @@
 //! - **Lease.** A broker whose [`Lease`] lapsed (no heartbeat accepted for the session
 //!   timeout) may have been fenced without hearing of it: it answers NOT_COORDINATOR for
 //!   every partition until the lease holds again.
-//! - The log is never cleaned (no compaction yet): it grows with every commit.
+//! - **Compaction.** The log cleaner compacts these topics (docs/COMPACTION.md): replay is
+//!   last-write-wins per key, so the latest record of each key is all it needs. Their
+//!   tombstones are kept: a broker applies only the records past its checkpoint, so every
+//!   delete it has not applied yet must still be in the log.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -39,6 +42,7 @@ use crate::clock::now_ms;
 use crate::controller::metadata::Image;
 use crate::coordinator::{Coordinated, GroupLog};
 use crate::error::{Error, Result};
+use crate::log::batch::BatchHeader;
 use crate::log::{AppendOptions, ReadUpTo};
 use crate::replication::Lease;
 use crate::storage::{GroupCf, GroupChange, MetaStore};
@@ -272,6 +276,7 @@ impl CoordinatorPartitions {
             }
             let mut changes = Vec::new();
             while !bytes.is_empty() {
+                let h = BatchHeader::parse(&bytes)?;
                 let set = RecordBatchDecoder::decode(&mut bytes)
                     .map_err(|e| Error::Storage(format!("{}-{i}: {e}", self.name)))?;
                 let lo = next;
@@ -286,7 +291,12 @@ impl CoordinatorPartitions {
                             self.name, r.offset
                         ))
                     })?);
-                    next = r.offset + 1;
+                }
+                // Past the whole batch: the cleaner may have left it with fewer records
+                // than offsets, or none. (Batches are appended whole: one that starts
+                // below the target ends below it.)
+                if h.base_offset < target {
+                    next = next.max(h.last_offset() + 1);
                 }
             }
             self.coordinator.store().write_groups(&changes)?;

@@ -883,7 +883,7 @@ impl Cluster {
                 OFFSETS_TOPIC,
                 c.offsets_topic_num_partitions,
                 c.offsets_topic_replication_factor,
-                offsets_topic_configs(),
+                offsets_topic_configs(&self.node.config),
             ),
             CoordinatorKind::Transaction => (
                 TXN_TOPIC,
@@ -1003,34 +1003,37 @@ impl Cluster {
     }
 }
 
-/// The config overrides `__consumer_offsets` is created with: kept until a group's state
-/// says otherwise (records are never deleted by time).
-pub fn offsets_topic_configs() -> BTreeMap<String, String> {
-    BTreeMap::from([("retention.ms".to_string(), "-1".to_string())])
+/// The config overrides `__consumer_offsets` is created with: compacted.
+pub fn offsets_topic_configs(config: &Config) -> BTreeMap<String, String> {
+    internal_topic_configs(config.cluster.offsets_topic_segment_bytes, None)
 }
 
-/// The config overrides `__transaction_state` is created with: kept, and written with
+/// The config overrides `__transaction_state` is created with: compacted, and written with
 /// `transaction.state.log.min.isr` in sync.
 pub fn txn_topic_configs(config: &Config) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        ("retention.ms".to_string(), "-1".to_string()),
-        (
-            "min.insync.replicas".to_string(),
-            config.cluster.txn_topic_min_isr.to_string(),
-        ),
-    ])
+    let c = &config.cluster;
+    internal_topic_configs(c.txn_topic_segment_bytes, Some(c.txn_topic_min_isr))
 }
 
-/// The config overrides `__share_group_state` is created with: kept, and written with
+/// The config overrides `__share_group_state` is created with: compacted, and written with
 /// `share.coordinator.state.topic.min.isr` in sync.
 pub fn share_topic_configs(config: &Config) -> BTreeMap<String, String> {
-    BTreeMap::from([
+    let c = &config.cluster;
+    internal_topic_configs(c.share_topic_segment_bytes, Some(c.share_topic_min_isr))
+}
+
+/// A coordinator's topic, as Kafka creates them: compacted (never deleted by time), with
+/// its `*.segment.bytes`.
+fn internal_topic_configs(segment_bytes: i32, min_isr: Option<i32>) -> BTreeMap<String, String> {
+    let mut c = BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
         ("retention.ms".to_string(), "-1".to_string()),
-        (
-            "min.insync.replicas".to_string(),
-            config.cluster.share_topic_min_isr.to_string(),
-        ),
-    ])
+        ("segment.bytes".to_string(), segment_bytes.to_string()),
+    ]);
+    if let Some(isr) = min_isr {
+        c.insert("min.insync.replicas".to_string(), isr.to_string());
+    }
+    c
 }
 
 /// The leader's HW: the minimum LEO over the ISR (this broker's own LEO included); a

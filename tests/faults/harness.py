@@ -7,7 +7,9 @@ checker over what was acknowledged and what is read back:
 - no value appears twice (idempotence through retries and failovers);
 - per partition, values keep the order they were produced in;
 - while two of three brokers are down, nothing is acknowledged;
-- after healing, every replica's log is identical (`cairn dump-log` of each stopped node);
+- after healing, every replica's log is identical (`cairn dump-log` of each stopped node),
+  and every replica of the coordinators' topics, which each replica compacts on its own,
+  holds the same latest record of each key;
 - a consumer group's committed offsets survive kill -9 of its coordinator;
 - a group coordinator cut off from the other brokers (not from clients) stops answering for
   the group once its session could have ended, and the group commits through the new one
@@ -1515,7 +1517,8 @@ async def compare_replicas(c):
                                      f"{f['partitionLeaderEpoch']} {int(f['crc']):08x}")
             dumps[i] = lines
         else:
-            # every topic: the test topic and __consumer_offsets (the groups' state)
+            # every topic: the test topic's batches, and the latest record of each key of
+            # __consumer_offsets and __transaction_state (compacted by each replica alone)
             out = await run([c.binary, "dump-log", str(data)], timeout=60)
             dumps[i] = out.splitlines()
     # UNCLEAN_TOPIC has two replicas: those two must match; the third node holds nothing.
