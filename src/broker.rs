@@ -28,7 +28,7 @@ use crate::storage::{GroupStore, MetaStore};
 use crate::topics::{Catalog, LogDir};
 
 mod authority;
-mod cleaner;
+pub mod cleaner;
 
 pub use authority::Reassigning;
 
@@ -50,6 +50,8 @@ pub struct Broker {
     /// partition this broker leads).
     pub share_states: Arc<ShareCoordinator>,
     pub metrics: Arc<Metrics>,
+    /// What the log cleaner last did, for its gauges.
+    pub cleaner: cleaner::CleanerStats,
     /// The id this node minted on its first start: the cluster's id when this node's voter
     /// starts the metadata log (see [`Broker::cluster_id`]).
     local_cluster_id: String,
@@ -149,6 +151,7 @@ impl Broker {
             groups,
             local_cluster_id: cluster_id,
             metrics,
+            cleaner: cleaner::CleanerStats::default(),
             cluster: std::sync::OnceLock::new(),
             ready: AtomicBool::new(false),
             meta,

@@ -20,6 +20,7 @@ use common::{batch, free_port, http_get, name, try_http_get, Broker, Client};
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
@@ -425,6 +426,8 @@ fn metrics_follow_real_traffic() {
         "kafka_server_socket_server_metrics_connection_count non-histogram and non-summary metrics should not have \"_count\" suffix",
         "kafka_consumergroup_current_offset_sum non-histogram and non-summary metrics should not have \"_sum\" suffix",
         "kafka_consumergroup_lag_sum non-histogram and non-summary metrics should not have \"_sum\" suffix",
+        "kafka_log_logcleanermanager_time_since_last_run_ms metric names should not contain abbreviated units",
+        "kafka_log_logcleanermanager_uncleanable_partitions_count non-histogram and non-summary metrics should not have \"_count\" suffix",
     ];
     match out.status.code() {
         Some(0) => {}
@@ -499,6 +502,61 @@ fn partition_series_can_be_switched_off() {
         value(&m, "kafka_topic_partitions", &[("topic", "quiet")]),
         Some(3.0)
     );
+}
+
+/// The log cleaner's gauges and counters (Kafka's LogCleaner and LogCleanerManager names)
+/// follow its passes: 300 commits of one offset go to `__consumer_offsets`, compacted, with
+/// 1 KiB segments here; the cleaner reads them and keeps a fraction.
+#[test]
+fn log_cleaner_metrics_follow_its_passes() {
+    let (broker, metrics) = start_with_metrics(&[
+        "offsets.topic.num.partitions=1",
+        "offsets.topic.segment.bytes=1024",
+        "log.cleaner.backoff.ms=100",
+    ]);
+    let mut c = broker.client();
+    c.await_group_coordinator();
+    assert_eq!(c.create_topic("cleaned", 1, &[]), 0);
+    let (_, before) = scrape(metrics);
+    let read = |s: &[Sample]| value(s, "kafka_log_logcleaner_read_bytes_total", &[]);
+    assert_eq!(read(&before), Some(0.0), "nothing to clean yet");
+    for round in 0..300 {
+        commit(&mut c, "cleaner-metrics", "cleaned", 0, round);
+    }
+    let samples = eventually(60, "a cleaning pass", || {
+        let (_, s) = scrape(metrics);
+        (read(&s)? > 0.0).then_some(s)
+    });
+    let get =
+        |name: &str| value(&samples, name, &[]).unwrap_or_else(|| panic!("{name} is missing"));
+    let (bytes_read, kept) = (
+        get("kafka_log_logcleaner_read_bytes_total"),
+        get("kafka_log_logcleaner_written_bytes_total"),
+    );
+    assert!(
+        kept > 0.0 && kept < bytes_read / 2.0,
+        "kept {kept} of {bytes_read} bytes"
+    );
+    let recopy = get("kafka_log_logcleaner_cleaner_recopy_percent");
+    assert!((0.0..50.0).contains(&recopy), "recopy {recopy}%");
+    let buffer = get("kafka_log_logcleaner_max_buffer_utilization_percent");
+    assert!((0.0..=100.0).contains(&buffer), "buffer {buffer}%");
+    let dirty = get("kafka_log_logcleanermanager_max_dirty_percent");
+    assert!((0.0..=100.0).contains(&dirty), "dirty {dirty}%");
+    assert!(get("kafka_log_logcleanermanager_time_since_last_run_ms") >= 0.0);
+    assert_eq!(
+        get("kafka_log_logcleanermanager_uncleanable_partitions_count"),
+        0.0
+    );
+    assert!(get("kafka_log_logcleaner_max_clean_time_secs") >= 0.0);
+    // The group's offset is still the last one committed.
+    let fetch = OffsetFetchRequest::default()
+        .with_group_id(GroupId(s("cleaner-metrics")))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(name("cleaned"))
+            .with_partition_indexes(vec![0])]));
+    let r: OffsetFetchResponse = c.send(ApiKey::OffsetFetch, 7, &fetch);
+    assert_eq!(r.topics[0].partitions[0].committed_offset, 299);
 }
 
 #[test]

@@ -1,12 +1,72 @@
 //! The log cleaner's schedule: which compacted partition is cleaned next, as Kafka's
 //! `LogCleanerManager.grabFilthiestCompactedLog` chooses, on one background task.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use super::{next_pass, Broker};
-use crate::log::clean::CleanRules;
+use crate::log::clean::{CleanReport, CleanRules};
 use crate::topics::{Partition, Topic};
+
+/// What the cleaner last did, for Kafka's `LogCleaner` and `LogCleanerManager` gauges
+/// (computed when scraped).
+pub struct CleanerStats {
+    /// When the cleaner last looked for a partition to clean (ms since the epoch).
+    pub last_run_ms: AtomicI64,
+    /// The highest dirty ratio among compacted partitions at that look, in percent.
+    pub max_dirty_percent: AtomicI64,
+    /// The last pass: how long it took (s), how full its offset map was and how many bytes
+    /// it wrote per byte read (percent).
+    pub clean_time_secs: AtomicI64,
+    pub buffer_utilization_percent: AtomicI64,
+    pub recopy_percent: AtomicI64,
+    /// Compacted partitions whose last pass failed.
+    uncleanable: Mutex<HashSet<(String, i32)>>,
+}
+
+impl Default for CleanerStats {
+    fn default() -> CleanerStats {
+        CleanerStats {
+            last_run_ms: AtomicI64::new(crate::clock::now_ms()),
+            max_dirty_percent: AtomicI64::new(0),
+            clean_time_secs: AtomicI64::new(0),
+            buffer_utilization_percent: AtomicI64::new(0),
+            recopy_percent: AtomicI64::new(0),
+            uncleanable: Mutex::new(HashSet::new()),
+        }
+    }
+}
+
+impl CleanerStats {
+    pub fn uncleanable_count(&self) -> usize {
+        self.uncleanable
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    fn mark(&self, topic: &str, partition: i32, failed: bool) {
+        let mut set = self.uncleanable.lock().unwrap_or_else(|e| e.into_inner());
+        match failed {
+            true => set.insert((topic.to_string(), partition)),
+            false => set.remove(&(topic.to_string(), partition)),
+        };
+    }
+
+    fn passed(&self, r: &CleanReport, took: Duration) {
+        let percent = |part: u64, whole: u64| (part * 100).checked_div(whole).unwrap_or(0) as i64;
+        self.clean_time_secs
+            .store(took.as_secs() as i64, Ordering::Relaxed);
+        self.buffer_utilization_percent.store(
+            percent(r.map_bytes as u64, r.map_limit as u64),
+            Ordering::Relaxed,
+        );
+        self.recopy_percent
+            .store(percent(r.bytes_after, r.bytes_before), Ordering::Relaxed);
+    }
+}
 
 impl Broker {
     /// Cleans compacted partitions while any is due, dirtiest first; then sleeps
@@ -33,6 +93,7 @@ impl Broker {
         let now = crate::clock::now_ms();
         // (must clean: max.compaction.lag.ms passed, dirty ratio, topic, partition)
         let mut best: Option<(bool, f64, Arc<Topic>, Arc<Partition>)> = None;
+        let mut max_ratio = 0f64;
         for topic in self.catalog.all() {
             let e = topic.effective;
             // The coordinators' topics are compacted whatever their config says: ones
@@ -54,6 +115,7 @@ impl Broker {
                 let overdue = d.first_dirty_timestamp >= 0
                     && now.saturating_sub(d.first_dirty_timestamp) > e.max_compaction_lag_ms;
                 let ratio = d.ratio();
+                max_ratio = max_ratio.max(ratio);
                 if !overdue && !d.deletes_due && ratio * 1e6 < e.min_cleanable_ppm as f64 {
                     continue;
                 }
@@ -66,6 +128,11 @@ impl Broker {
                 }
             }
         }
+        let stats = &self.cleaner;
+        stats.last_run_ms.store(now, Ordering::Relaxed);
+        stats
+            .max_dirty_percent
+            .store((max_ratio * 100.0) as i64, Ordering::Relaxed);
         let Some((_, ratio, topic, p)) = best else {
             return false;
         };
@@ -84,8 +151,14 @@ impl Broker {
             min_compaction_lag_ms: e.min_compaction_lag_ms,
             dedupe_buffer_bytes: self.config.log_cleaner_dedupe_buffer_bytes,
         };
-        match p.log.clean(rules).await {
+        let started = Instant::now();
+        let result = p.log.clean(rules).await;
+        stats.mark(&topic.name, p.index, result.is_err());
+        match result {
             Ok(Some(r)) => {
+                stats.passed(&r, started.elapsed());
+                self.metrics.cleaner_bytes_read.inc_by(r.bytes_before);
+                self.metrics.cleaner_bytes_written.inc_by(r.bytes_after);
                 tracing::info!(topic = %topic.name, partition = p.index, dirty_ratio = ratio, from = r.from, to = r.to, bytes_before = r.bytes_before, bytes_after = r.bytes_after, removed = r.batches_removed, rewritten = r.batches_rewritten, "cleaned");
                 true
             }

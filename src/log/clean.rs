@@ -257,6 +257,9 @@ pub struct CleanReport {
     pub bytes_after: u64,
     pub batches_removed: usize,
     pub batches_rewritten: usize,
+    /// The offset map's bytes and its limit (`log.cleaner.dedupe.buffer.size`).
+    pub map_bytes: usize,
+    pub map_limit: usize,
 }
 
 /// The dirty and clean bytes of a partition, to choose the dirtiest one.
@@ -412,6 +415,8 @@ impl PartitionLog {
         let mut report = CleanReport {
             from: first_dirty,
             to: mapped_to,
+            map_bytes: map.bytes,
+            map_limit: map.limit,
             ..CleanReport::default()
         };
         let mut rewritten: Vec<(BatchMeta, Bytes)> = Vec::new();

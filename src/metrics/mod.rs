@@ -37,6 +37,9 @@ pub struct Metrics {
     pub isr_shrinks: IntCounter,
     pub isr_expands: IntCounter,
     pub unclean_leader_elections: IntCounter,
+    /// Bytes the log cleaner's passes read and wrote back.
+    pub cleaner_bytes_read: IntCounter,
+    pub cleaner_bytes_written: IntCounter,
 }
 
 struct ApiMetrics {
@@ -218,6 +221,16 @@ impl Metrics {
                 &registry,
                 "kafka_controller_controllerstats_uncleanleaderelections_total",
                 "Leaders elected from outside the ISR",
+            ),
+            cleaner_bytes_read: counter(
+                &registry,
+                "kafka_log_logcleaner_read_bytes_total",
+                "Bytes the log cleaner's passes read from compacted partitions",
+            ),
+            cleaner_bytes_written: counter(
+                &registry,
+                "kafka_log_logcleaner_written_bytes_total",
+                "Bytes the log cleaner's passes kept of what they read",
             ),
             apis: by_key,
             connections,

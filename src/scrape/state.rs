@@ -53,7 +53,50 @@ pub fn families(broker: &Broker) -> Vec<MetricFamily> {
     group_gauges(&mut out, broker, &hw, partition_series);
     share_families(&mut out, broker);
     transaction_gauges(&mut out, broker);
+    cleaner_gauges(&mut out, broker);
     out
+}
+
+/// The log cleaner, under the names Kafka's JMX exporter gives its `LogCleaner` and
+/// `LogCleanerManager` gauges (Cairn has one cleaner, so the `max-` ones are its last pass).
+fn cleaner_gauges(out: &mut Vec<MetricFamily>, broker: &Broker) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let c = &broker.cleaner;
+    let since = crate::clock::now_ms().saturating_sub(c.last_run_ms.load(Relaxed));
+    for (name, help, value) in [
+        (
+            "kafka_log_logcleanermanager_max_dirty_percent",
+            "The highest dirty ratio among compacted partitions at the cleaner's last look, in percent",
+            c.max_dirty_percent.load(Relaxed),
+        ),
+        (
+            "kafka_log_logcleanermanager_time_since_last_run_ms",
+            "Milliseconds since the cleaner last looked for a partition to clean",
+            since.max(0),
+        ),
+        (
+            "kafka_log_logcleanermanager_uncleanable_partitions_count",
+            "Compacted partitions whose last cleaning pass failed",
+            c.uncleanable_count() as i64,
+        ),
+        (
+            "kafka_log_logcleaner_max_clean_time_secs",
+            "Seconds the last cleaning pass took",
+            c.clean_time_secs.load(Relaxed),
+        ),
+        (
+            "kafka_log_logcleaner_max_buffer_utilization_percent",
+            "How full the last pass's offset map was (log.cleaner.dedupe.buffer.size), in percent",
+            c.buffer_utilization_percent.load(Relaxed),
+        ),
+        (
+            "kafka_log_logcleaner_cleaner_recopy_percent",
+            "Bytes the last pass kept per byte it read, in percent",
+            c.recopy_percent.load(Relaxed),
+        ),
+    ] {
+        gauge(out, name, help, value);
+    }
 }
 
 /// Share groups (KIP-932) on this broker, under the names Kafka's JMX exporter gives its
