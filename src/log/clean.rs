@@ -795,6 +795,15 @@ mod tests {
         decode(&r.records)
     }
 
+    /// (offset, key, value) of every data record.
+    async fn values(log: &PartitionLog) -> Vec<(i64, String, Option<String>)> {
+        all(log)
+            .await
+            .into_iter()
+            .map(|(o, k, v, _)| (o, k, v))
+            .collect()
+    }
+
     #[tokio::test]
     async fn a_pass_leaves_the_latest_value_per_key_and_never_the_active_segment() {
         let store = Arc::new(MemoryStore::default());
@@ -822,11 +831,7 @@ mod tests {
         assert_eq!((r.from, r.to), (0, 12));
         assert_eq!(r.batches_removed, 2);
         assert!(log.size_bytes() < before);
-        let got: Vec<(i64, String, Option<String>)> = all(&log)
-            .await
-            .into_iter()
-            .map(|(o, k, v, _)| (o, k, v))
-            .collect();
+        let got = values(&log).await;
         let v = |s: &str| Some(s.to_string());
         assert_eq!(
             got,
@@ -973,14 +978,10 @@ mod tests {
         let (bases, aborted) = committed().await;
         assert_eq!(bases, vec![2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(aborted, vec![(7, 0)]);
-        let values: Vec<(i64, String, Option<String>)> = all(&log)
-            .await
-            .into_iter()
-            .map(|(o, k, v, _)| (o, k, v))
-            .collect();
+        let got = values(&log).await;
         let v = |s: &str| Some(s.to_string());
         assert_eq!(
-            values,
+            got,
             vec![
                 (3, "a".into(), v("c")),
                 (5, "c".into(), v("p")),
