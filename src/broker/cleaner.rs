@@ -55,12 +55,12 @@ impl CleanerStats {
         };
     }
 
-    fn passed(&self, r: &CleanReport, took: Duration) {
+    fn passed(&self, r: &CleanReport, map_limit: usize, took: Duration) {
         let percent = |part: u64, whole: u64| (part * 100).checked_div(whole).unwrap_or(0) as i64;
         self.clean_time_secs
             .store(took.as_secs() as i64, Ordering::Relaxed);
         self.buffer_utilization_percent.store(
-            percent(r.map_bytes as u64, r.map_limit as u64),
+            percent(r.map_bytes as u64, map_limit as u64),
             Ordering::Relaxed,
         );
         self.recopy_percent
@@ -156,7 +156,7 @@ impl Broker {
         stats.mark(&topic.name, p.index, result.is_err());
         match result {
             Ok(Some(r)) => {
-                stats.passed(&r, started.elapsed());
+                stats.passed(&r, rules.dedupe_buffer_bytes, started.elapsed());
                 self.metrics.cleaner_bytes_read.inc_by(r.bytes_before);
                 self.metrics.cleaner_bytes_written.inc_by(r.bytes_after);
                 tracing::info!(topic = %topic.name, partition = p.index, dirty_ratio = ratio, from = r.from, to = r.to, bytes_before = r.bytes_before, bytes_after = r.bytes_after, removed = r.batches_removed, rewritten = r.batches_rewritten, "cleaned");

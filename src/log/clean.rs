@@ -257,9 +257,8 @@ pub struct CleanReport {
     pub bytes_after: u64,
     pub batches_removed: usize,
     pub batches_rewritten: usize,
-    /// The offset map's bytes and its limit (`log.cleaner.dedupe.buffer.size`).
+    /// The offset map's bytes (its limit is the rules' `dedupe_buffer_bytes`).
     pub map_bytes: usize,
-    pub map_limit: usize,
 }
 
 /// The dirty and clean bytes of a partition, to choose the dirtiest one.
@@ -416,7 +415,6 @@ impl PartitionLog {
             from: first_dirty,
             to: mapped_to,
             map_bytes: map.bytes,
-            map_limit: map.limit,
             ..CleanReport::default()
         };
         let mut rewritten: Vec<(BatchMeta, Bytes)> = Vec::new();
