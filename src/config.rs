@@ -143,8 +143,11 @@ pub struct Config {
     pub log_retention_ms: i64,
     pub log_retention_bytes: i64,
     pub log_retention_check_interval_ms: u64,
-    /// The log cleaner: `log.cleaner.enable`, `.backoff.ms`, `.dedupe.buffer.size`.
+    /// The log cleaner: `log.cleaner.enable`, `.threads`, `.io.max.bytes.per.second`,
+    /// `.backoff.ms`, `.dedupe.buffer.size`.
     pub log_cleaner_enable: bool,
+    pub log_cleaner_threads: usize,
+    pub log_cleaner_io_bytes_per_sec: f64,
     pub log_cleaner_backoff_ms: u64,
     pub log_cleaner_dedupe_buffer_bytes: usize,
     /// `producer.id.expiration.ms`, `producer.id.expiration.check.interval.ms`
@@ -344,7 +347,7 @@ impl Config {
         let listeners = cluster::parse_listeners(&p)?;
         let cluster = cluster::parse(&p, node_id, &listeners)?;
         let (group_min_session_timeout_ms, group_max_session_timeout_ms) = group_sessions(&p)?;
-        check_cleaner_defaults(&p)?;
+        let log_cleaner_io_bytes_per_sec = check_cleaner_defaults(&p)?;
         Ok(Config {
             node_id,
             listeners: listeners.client,
@@ -360,6 +363,8 @@ impl Config {
             log_retention_bytes: p.int("log.retention.bytes")?,
             log_retention_check_interval_ms: p.int("log.retention.check.interval.ms")? as u64,
             log_cleaner_enable: p.bool("log.cleaner.enable")?,
+            log_cleaner_threads: p.int("log.cleaner.threads")? as usize,
+            log_cleaner_io_bytes_per_sec,
             log_cleaner_backoff_ms: p.int("log.cleaner.backoff.ms")? as u64,
             log_cleaner_dedupe_buffer_bytes: p.int("log.cleaner.dedupe.buffer.size")? as usize,
             producer_id_expiration_ms: p.int("producer.id.expiration.ms")?,
@@ -431,8 +436,9 @@ fn log_retention_ms(p: &Props<'_>) -> Result<i64, ConfigError> {
 }
 
 /// `log.cleanup.policy` names `delete` and/or `compact`; `log.cleaner.min.cleanable.ratio`
-/// is a number from 0 to 1 (topics inherit both, so a bad value must stop start-up).
-fn check_cleaner_defaults(p: &Props<'_>) -> Result<(), ConfigError> {
+/// is a number from 0 to 1 (topics inherit both, so a bad value must stop start-up). Returns
+/// `log.cleaner.io.max.bytes.per.second`, a positive number.
+fn check_cleaner_defaults(p: &Props<'_>) -> Result<f64, ConfigError> {
     let policy = p.text("log.cleanup.policy");
     let names: Vec<&str> = policy.split(',').map(str::trim).collect();
     if names.is_empty() || names.iter().any(|n| *n != "delete" && *n != "compact") {
@@ -454,7 +460,15 @@ fn check_cleaner_defaults(p: &Props<'_>) -> Result<(), ConfigError> {
             "expected a number from 0 to 1",
         ));
     }
-    Ok(())
+    let io = p.text("log.cleaner.io.max.bytes.per.second");
+    match io.trim().parse::<f64>() {
+        Ok(rate) if rate > 0.0 => Ok(rate),
+        _ => Err(invalid(
+            "log.cleaner.io.max.bytes.per.second",
+            io,
+            "expected a number of bytes above 0",
+        )),
+    }
 }
 
 fn metrics_listener(p: &Props<'_>) -> Result<Option<SocketAddr>, ConfigError> {

@@ -222,20 +222,78 @@ fn a_delete_policy_topic_is_never_compacted_and_takes_keyless_records() {
 }
 
 #[test]
-fn a_bad_cleanup_policy_default_stops_start_up_with_the_key_named() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args([
-            "--override",
-            "log.cleanup.policy=shred",
-            "--override",
-            "log.dirs=/nonexistent-cairn",
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("log.cleanup.policy") && err.contains("shred"),
-        "{err}"
-    );
+fn a_bad_cleaner_setting_stops_start_up_with_the_key_named() {
+    for (key, value) in [
+        ("log.cleanup.policy", "shred"),
+        ("log.cleaner.min.cleanable.ratio", "1.5"),
+        ("log.cleaner.threads", "-1"),
+        ("log.cleaner.io.max.bytes.per.second", "0"),
+        ("log.cleaner.io.max.bytes.per.second", "fast"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args([
+                "--override",
+                &format!("{key}={value}"),
+                "--override",
+                "log.dirs=/nonexistent-cairn",
+            ])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{key}={value} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(key) && err.contains(value), "{err}");
+    }
+}
+
+/// Three cleaner threads under an I/O limit clean six topics, each twice: a partition a
+/// thread has cleaned is free for the next pass (of any thread).
+#[test]
+fn several_cleaner_threads_clean_every_partition_in_turn() {
+    let b = Broker::start_with(&[
+        "log.cleaner.backoff.ms=50",
+        "log.cleaner.threads=3",
+        "log.cleaner.io.max.bytes.per.second=100000",
+    ]);
+    let mut c = b.client();
+    let configs = [
+        ("cleanup.policy", "compact"),
+        ("segment.ms", "1"),
+        ("min.cleanable.dirty.ratio", "0.01"),
+    ];
+    let topics: Vec<String> = (0..6).map(|t| format!("threads-{t}")).collect();
+    for t in &topics {
+        assert_eq!(c.create_topic(t, 1, &configs), 0);
+    }
+    for rounds in [0..3, 3..6] {
+        for round in rounds.clone() {
+            for t in &topics {
+                let values: Vec<String> = (0..4).map(|k| format!("{t}-r{round}-k{k}")).collect();
+                let kvs: Vec<(Option<&str>, Option<&str>)> = ["k0", "k1", "k2", "k3"]
+                    .iter()
+                    .zip(&values)
+                    .map(|(k, v)| (Some(*k), Some(v.as_str())))
+                    .collect();
+                assert_eq!(produce(&mut c, t, keyed(&kvs, Compression::None)), 0);
+            }
+        }
+        // Then one more batch each, which stays in the active segment (never cleaned, so
+        // the last round's k0 stays too).
+        for t in &topics {
+            let kvs = [(Some("k0"), Some("tail"))];
+            assert_eq!(produce(&mut c, t, keyed(&kvs, Compression::None)), 0);
+        }
+        let last = rounds.end - 1;
+        for t in &topics {
+            let got = await_log(&mut c, t, |l| l.len() == 5);
+            let values: Vec<String> = got.iter().map(|r| r.2.clone().unwrap()).collect();
+            let want = [
+                format!("{t}-r{last}-k0"),
+                format!("{t}-r{last}-k1"),
+                format!("{t}-r{last}-k2"),
+                format!("{t}-r{last}-k3"),
+                "tail".to_string(),
+            ];
+            assert_eq!(values, want, "{t}");
+        }
+    }
 }

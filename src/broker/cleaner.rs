@@ -1,5 +1,6 @@
 //! The log cleaner's schedule: which compacted partition is cleaned next, as Kafka's
-//! `LogCleanerManager.grabFilthiestCompactedLog` chooses, on one background task.
+//! `LogCleanerManager.grabFilthiestCompactedLog` chooses, on `log.cleaner.threads`
+//! background tasks that never clean the same partition at once.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -7,23 +8,31 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{next_pass, Broker};
-use crate::log::clean::{CleanReport, CleanRules};
+use crate::log::clean::{CleanReport, CleanRules, IoThrottle};
 use crate::topics::{Partition, Topic};
 
-/// What the cleaner last did, for Kafka's `LogCleaner` and `LogCleanerManager` gauges
-/// (computed when scraped).
+/// What the cleaner threads last did, for Kafka's `LogCleaner` and `LogCleanerManager`
+/// gauges (computed when scraped), and which partitions they are cleaning now.
 pub struct CleanerStats {
-    /// When the cleaner last looked for a partition to clean (ms since the epoch).
+    /// When a cleaner thread last looked for a partition to clean (ms since the epoch).
     pub last_run_ms: AtomicI64,
     /// The highest dirty ratio among compacted partitions at that look, in percent.
     pub max_dirty_percent: AtomicI64,
-    /// The last pass: how long it took (s), how full its offset map was and how many bytes
-    /// it wrote per byte read (percent).
-    pub clean_time_secs: AtomicI64,
-    pub buffer_utilization_percent: AtomicI64,
-    pub recopy_percent: AtomicI64,
+    /// Each thread's last pass.
+    passes: Mutex<Vec<LastPass>>,
     /// Compacted partitions whose last pass failed.
     uncleanable: Mutex<HashSet<(String, i32)>>,
+    /// Partitions a thread is cleaning: the other threads choose among the rest.
+    in_progress: Mutex<HashSet<(String, i32)>>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct LastPass {
+    secs: u64,
+    map_bytes: usize,
+    map_limit: usize,
+    bytes_read: u64,
+    bytes_written: u64,
 }
 
 impl Default for CleanerStats {
@@ -31,54 +40,121 @@ impl Default for CleanerStats {
         CleanerStats {
             last_run_ms: AtomicI64::new(crate::clock::now_ms()),
             max_dirty_percent: AtomicI64::new(0),
-            clean_time_secs: AtomicI64::new(0),
-            buffer_utilization_percent: AtomicI64::new(0),
-            recopy_percent: AtomicI64::new(0),
+            passes: Mutex::new(Vec::new()),
             uncleanable: Mutex::new(HashSet::new()),
+            in_progress: Mutex::new(HashSet::new()),
         }
     }
 }
 
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn percent(part: u64, whole: u64) -> i64 {
+    (part * 100).checked_div(whole).unwrap_or(0) as i64
+}
+
 impl CleanerStats {
     pub fn uncleanable_count(&self) -> usize {
-        self.uncleanable
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        locked(&self.uncleanable).len()
+    }
+
+    /// The longest of the threads' last passes, in seconds.
+    pub fn max_clean_time_secs(&self) -> i64 {
+        let passes = locked(&self.passes);
+        passes.iter().map(|p| p.secs as i64).max().unwrap_or(0)
+    }
+
+    /// The fullest of the threads' last offset maps, in percent of its share of
+    /// `log.cleaner.dedupe.buffer.size`.
+    pub fn max_buffer_utilization_percent(&self) -> i64 {
+        let passes = locked(&self.passes);
+        let each = passes
+            .iter()
+            .map(|p| percent(p.map_bytes as u64, p.map_limit as u64));
+        each.max().unwrap_or(0)
+    }
+
+    /// Bytes the threads' last passes wrote per byte they read, in percent.
+    pub fn recopy_percent(&self) -> i64 {
+        let passes = locked(&self.passes);
+        let written = passes.iter().map(|p| p.bytes_written).sum();
+        percent(
+            written,
+            passes.iter().map(|p| p.bytes_read).sum::<u64>().max(1),
+        )
     }
 
     fn mark(&self, topic: &str, partition: i32, failed: bool) {
-        let mut set = self.uncleanable.lock().unwrap_or_else(|e| e.into_inner());
+        let mut set = locked(&self.uncleanable);
         match failed {
             true => set.insert((topic.to_string(), partition)),
             false => set.remove(&(topic.to_string(), partition)),
         };
     }
 
-    fn passed(&self, r: &CleanReport, map_limit: usize, took: Duration) {
-        let percent = |part: u64, whole: u64| (part * 100).checked_div(whole).unwrap_or(0) as i64;
-        self.clean_time_secs
-            .store(took.as_secs() as i64, Ordering::Relaxed);
-        self.buffer_utilization_percent.store(
-            percent(r.map_bytes as u64, map_limit as u64),
-            Ordering::Relaxed,
-        );
-        self.recopy_percent
-            .store(percent(r.bytes_after, r.bytes_before), Ordering::Relaxed);
+    fn passed(&self, thread: usize, r: &CleanReport, map_limit: usize, took: Duration) {
+        let mut passes = locked(&self.passes);
+        if passes.len() <= thread {
+            passes.resize(thread + 1, LastPass::default());
+        }
+        passes[thread] = LastPass {
+            secs: took.as_secs(),
+            map_bytes: r.map_bytes,
+            map_limit,
+            bytes_read: r.bytes_before,
+            bytes_written: r.bytes_after,
+        };
+    }
+
+    /// Claims a partition for one thread's pass; None when another thread has it.
+    fn claim(&self, topic: &str, partition: i32) -> Option<Claim<'_>> {
+        let key = (topic.to_string(), partition);
+        // (The lock is released before a refused Claim could be dropped: its drop locks.)
+        let free = locked(&self.in_progress).insert(key.clone());
+        free.then(|| Claim { stats: self, key })
+    }
+
+    fn in_progress(&self, topic: &str, partition: i32) -> bool {
+        locked(&self.in_progress).contains(&(topic.to_string(), partition))
+    }
+}
+
+/// A partition a cleaner thread is cleaning, released when the pass ends.
+struct Claim<'a> {
+    stats: &'a CleanerStats,
+    key: (String, i32),
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        locked(&self.stats.in_progress).remove(&self.key);
     }
 }
 
 impl Broker {
-    /// Cleans compacted partitions while any is due, dirtiest first; then sleeps
+    /// Runs `log.cleaner.threads` cleaner threads (tasks). Each cleans compacted partitions
+    /// while any is due that no other thread is cleaning, dirtiest first; then sleeps
     /// `log.cleaner.backoff.ms`. Every replica cleans its own copy.
     pub async fn run_log_cleaner(self: Arc<Self>) {
         if !self.config.log_cleaner_enable {
             return;
         }
+        let threads = self.config.log_cleaner_threads;
+        let io = Arc::new(IoThrottle::new(self.config.log_cleaner_io_bytes_per_sec));
+        let mut set = tokio::task::JoinSet::new();
+        for thread in 0..threads {
+            set.spawn(self.clone().cleaner_thread(thread, io.clone()));
+        }
+        while set.join_next().await.is_some() {}
+    }
+
+    async fn cleaner_thread(self: Arc<Self>, thread: usize, io: Arc<IoThrottle>) {
         let mut shutdown = self.shutdown_signal();
         let backoff = Duration::from_millis(self.config.log_cleaner_backoff_ms.max(1));
         loop {
-            let cleaned = self.clean_dirtiest().await;
+            let cleaned = self.clean_dirtiest(thread, &io).await;
             if self.is_shutting_down() {
                 return;
             }
@@ -88,8 +164,9 @@ impl Broker {
         }
     }
 
-    /// Cleans the dirtiest due partition once; false when none is due.
-    async fn clean_dirtiest(&self) -> bool {
+    /// Cleans the dirtiest due partition no other thread is cleaning, once; false when
+    /// none is due.
+    async fn clean_dirtiest(&self, thread: usize, io: &IoThrottle) -> bool {
         let now = crate::clock::now_ms();
         // (must clean: max.compaction.lag.ms passed, dirty ratio, topic, partition)
         let mut best: Option<(bool, f64, Arc<Topic>, Arc<Partition>)> = None;
@@ -102,6 +179,9 @@ impl Broker {
                 continue;
             }
             for p in &topic.partitions {
+                if self.cleaner.in_progress(&topic.name, p.index) {
+                    continue;
+                }
                 let d = match p.log.dirtiness(now, e.min_compaction_lag_ms).await {
                     Ok(d) => d,
                     Err(err) => {
@@ -136,6 +216,10 @@ impl Broker {
         let Some((_, ratio, topic, p)) = best else {
             return false;
         };
+        let Some(_claim) = stats.claim(&topic.name, p.index) else {
+            // Another thread took it since: look again.
+            return true;
+        };
         let e = topic.effective;
         let rules = CleanRules {
             now_ms: now,
@@ -149,14 +233,16 @@ impl Broker {
                 false => e.delete_retention_ms,
             },
             min_compaction_lag_ms: e.min_compaction_lag_ms,
-            dedupe_buffer_bytes: self.config.log_cleaner_dedupe_buffer_bytes,
+            // Kafka shares the dedupe buffer out among the threads.
+            dedupe_buffer_bytes: self.config.log_cleaner_dedupe_buffer_bytes
+                / self.config.log_cleaner_threads.max(1),
         };
         let started = Instant::now();
-        let result = p.log.clean(rules).await;
+        let result = p.log.clean(rules, io).await;
         stats.mark(&topic.name, p.index, result.is_err());
         match result {
             Ok(Some(r)) => {
-                stats.passed(&r, rules.dedupe_buffer_bytes, started.elapsed());
+                stats.passed(thread, &r, rules.dedupe_buffer_bytes, started.elapsed());
                 self.metrics.cleaner_bytes_read.inc_by(r.bytes_before);
                 self.metrics.cleaner_bytes_written.inc_by(r.bytes_after);
                 tracing::info!(topic = %topic.name, partition = p.index, dirty_ratio = ratio, from = r.from, to = r.to, bytes_before = r.bytes_before, bytes_after = r.bytes_after, removed = r.batches_removed, rewritten = r.batches_rewritten, "cleaned");

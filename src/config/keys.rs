@@ -254,7 +254,16 @@ pub static KEYS: &[Key] = &[
         ..int("log.cleaner.backoff.ms", Kind::Long, 0, LONG_MAX, "15000")
     },
     Key {
-        doc: "Memory for the log cleaner's map of the latest offset of each key; a pass whose dirty keys do not fit cleans what fits and goes on in the next.",
+        doc: "How many partitions the log cleaner cleans at once (0: none).",
+        ..int("log.cleaner.threads", Kind::Int, 0, INT_MAX, "1")
+    },
+    Key {
+        doc: "The most bytes per second all log cleaner threads together read and write; a faster pass sleeps.",
+        default: Some("1.7976931348623157E308"),
+        ..text("log.cleaner.io.max.bytes.per.second", Kind::Double)
+    },
+    Key {
+        doc: "Memory for the log cleaner's maps of the latest offset of each key, shared out among its threads; a pass whose dirty keys do not fit cleans what fits and goes on in the next.",
         ..int(
             "log.cleaner.dedupe.buffer.size",
             Kind::Long,

@@ -247,6 +247,42 @@ pub struct CleanRules {
     pub dedupe_buffer_bytes: usize,
 }
 
+/// Kafka's `Throttler` for `log.cleaner.io.max.bytes.per.second`: the bytes every cleaner
+/// pass reads and writes, summed over all cleaner threads, are measured over periods of
+/// `CHECK_INTERVAL`; a period that went faster than the rate sleeps, holding the others
+/// back too, until its bytes took as long as the rate allows.
+pub struct IoThrottle {
+    bytes_per_sec: f64,
+    period: tokio::sync::Mutex<(tokio::time::Instant, u64)>,
+}
+
+impl IoThrottle {
+    const CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(300);
+
+    pub fn new(bytes_per_sec: f64) -> IoThrottle {
+        IoThrottle {
+            bytes_per_sec,
+            period: tokio::sync::Mutex::new((tokio::time::Instant::now(), 0)),
+        }
+    }
+
+    /// Counts `bytes` read or written, and sleeps when the period's rate is over the limit.
+    pub async fn observe(&self, bytes: u64) {
+        let mut period = self.period.lock().await;
+        let (start, seen) = &mut *period;
+        *seen += bytes;
+        let elapsed = start.elapsed();
+        if elapsed <= Self::CHECK_INTERVAL || *seen == 0 {
+            return;
+        }
+        let allowed = std::time::Duration::from_secs_f64(*seen as f64 / self.bytes_per_sec);
+        if let Some(wait) = allowed.checked_sub(elapsed) {
+            tokio::time::sleep(wait).await;
+        }
+        *period = (tokio::time::Instant::now(), 0);
+    }
+}
+
 /// What a pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CleanReport {
@@ -361,7 +397,7 @@ impl PartitionLog {
 
     /// Cleans the partition once (see the module docs). None when there was nothing to
     /// clean or the log changed under the pass (it is tried again later).
-    pub async fn clean(&self, rules: CleanRules) -> Result<Option<CleanReport>> {
+    pub async fn clean(&self, rules: CleanRules, io: &IoThrottle) -> Result<Option<CleanReport>> {
         let (first_dirty, end) = self
             .cleanable(rules.now_ms, rules.min_compaction_lag_ms)
             .await?;
@@ -380,6 +416,7 @@ impl PartitionLog {
         let mut mapped_to = first_dirty;
         'map: while mapped_to < end {
             let chunk = self.read_stored(mapped_to, READ_CHUNK).await?;
+            io.observe(chunk.len() as u64).await;
             let mut any = false;
             for (h, bytes) in batches(&chunk) {
                 if h.last_offset() < mapped_to {
@@ -430,6 +467,7 @@ impl PartitionLog {
         let mut walk = TxnWalk::new(&aborted, at);
         'filter: while at < mapped_to {
             let chunk = self.read_stored(at, READ_CHUNK).await?;
+            io.observe(chunk.len() as u64).await;
             let mut any = false;
             for (h, bytes) in batches(&chunk) {
                 if h.last_offset() < at {
@@ -489,6 +527,8 @@ impl PartitionLog {
         report.batches_removed = removed.len();
         report.batches_rewritten = rewritten.len();
         // 3. One atomic write, unless the log was cut meanwhile.
+        io.observe(rewritten.iter().map(|(m, _)| m.size as u64).sum())
+            .await;
         let _guard = self.appends.lock().await;
         {
             let s = self.read_state();
@@ -785,6 +825,31 @@ mod tests {
         }
     }
 
+    fn unthrottled() -> IoThrottle {
+        IoThrottle::new(f64::MAX)
+    }
+
+    /// The throttle holds a pass back until its bytes took as long as the rate allows:
+    /// 10000 bytes at 1000 bytes/s take about 10 s of (paused, so exact) tokio time where
+    /// they would take 1 s unthrottled.
+    #[tokio::test(start_paused = true)]
+    async fn io_throttle_holds_the_rate() {
+        async fn feed(t: &IoThrottle) -> std::time::Duration {
+            let start = tokio::time::Instant::now();
+            for _ in 0..100 {
+                t.observe(100).await;
+                tokio::time::advance(std::time::Duration::from_millis(10)).await;
+            }
+            start.elapsed()
+        }
+        // Periods close past 300 ms: the bytes of the last, unclosed one are not slept for.
+        let took = feed(&IoThrottle::new(1000.0)).await;
+        assert!(took >= std::time::Duration::from_secs(9), "{took:?}");
+        assert!(took <= std::time::Duration::from_secs(10), "{took:?}");
+        let took = feed(&unthrottled()).await;
+        assert_eq!(took, std::time::Duration::from_secs(1));
+    }
+
     async fn all(log: &PartitionLog) -> Vec<(i64, String, Option<String>, i64)> {
         let r = log
             .read(0, 1 << 20, true, ReadUpTo::HighWatermark)
@@ -825,7 +890,11 @@ mod tests {
             .await
             .unwrap();
         let before = log.size_bytes();
-        let r = log.clean(rules(10_000)).await.unwrap().expect("a pass");
+        let r = log
+            .clean(rules(10_000), &unthrottled())
+            .await
+            .unwrap()
+            .expect("a pass");
         assert_eq!((r.from, r.to), (0, 12));
         assert_eq!(r.batches_removed, 2);
         assert!(log.size_bytes() < before);
@@ -842,7 +911,11 @@ mod tests {
             ]
         );
         // Nothing dirty is left below the active segment.
-        assert!(log.clean(rules(10_000)).await.unwrap().is_none());
+        assert!(log
+            .clean(rules(10_000), &unthrottled())
+            .await
+            .unwrap()
+            .is_none());
         // A read from a removed offset starts at the next one kept.
         let r = log
             .read(3, 1 << 20, true, ReadUpTo::HighWatermark)
@@ -868,7 +941,10 @@ mod tests {
         )
         .await
         .unwrap();
-        log.clean(rules(20_000)).await.unwrap().expect("a pass");
+        log.clean(rules(20_000), &unthrottled())
+            .await
+            .unwrap()
+            .expect("a pass");
         let got = all(&log).await;
         assert!(got.iter().any(|r| r.0 == 12 && r.2.is_none()), "{got:?}");
         assert!(got.iter().all(|r| r.1 != "k0" || r.0 == 12), "{got:?}");
@@ -878,7 +954,10 @@ mod tests {
         )
         .await
         .unwrap();
-        log.clean(rules(20_001)).await.unwrap().expect("a pass");
+        log.clean(rules(20_001), &unthrottled())
+            .await
+            .unwrap()
+            .expect("a pass");
         let keys: Vec<(i64, String)> = all(&log).await.into_iter().map(|r| (r.0, r.1)).collect();
         assert_eq!(
             keys,
@@ -914,7 +993,11 @@ mod tests {
             );
             log.append(&b, opts()).await.unwrap();
         }
-        let r = log.clean(rules(1)).await.unwrap().expect("a pass");
+        let r = log
+            .clean(rules(1), &unthrottled())
+            .await
+            .unwrap()
+            .expect("a pass");
         assert_eq!((r.batches_removed, r.batches_rewritten), (1, 1));
         let read = log
             .read(0, 1 << 20, true, ReadUpTo::HighWatermark)
@@ -972,7 +1055,10 @@ mod tests {
 
         // Pass 1: the aborted batch goes; its marker stays, as a batch of it was met. The
         // aborted records were not mapped, so the committed values stay.
-        log.clean(rules(100)).await.unwrap().expect("a pass");
+        log.clean(rules(100), &unthrottled())
+            .await
+            .unwrap()
+            .expect("a pass");
         let (bases, aborted) = committed().await;
         assert_eq!(bases, vec![2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(aborted, vec![(7, 0)]);
@@ -992,7 +1078,10 @@ mod tests {
         log.append(&plain(&[(Some("z"), Some("2"))]), opts())
             .await
             .unwrap();
-        log.clean(rules(100)).await.unwrap().expect("a pass");
+        log.clean(rules(100), &unthrottled())
+            .await
+            .unwrap()
+            .expect("a pass");
         let read = log
             .read(0, 1 << 20, true, ReadUpTo::HighWatermark)
             .await
@@ -1006,7 +1095,10 @@ mod tests {
 
         // Pass 3, once the horizon passed: the marker and its index entry go, so a
         // read_committed consumer is not told to skip producer 7's later transaction.
-        log.clean(rules(101)).await.unwrap().expect("a pass");
+        log.clean(rules(101), &unthrottled())
+            .await
+            .unwrap()
+            .expect("a pass");
         let (bases, aborted) = committed().await;
         assert_eq!(bases, vec![3, 4, 5, 6, 7, 8, 9]);
         assert!(aborted.is_empty(), "{aborted:?}");

@@ -58,7 +58,8 @@ pub fn families(broker: &Broker) -> Vec<MetricFamily> {
 }
 
 /// The log cleaner, under the names Kafka's JMX exporter gives its `LogCleaner` and
-/// `LogCleanerManager` gauges (Cairn has one cleaner, so the `max-` ones are its last pass).
+/// `LogCleanerManager` gauges: the `max-` ones and the recopy percent are over each cleaner
+/// thread's last pass, as Kafka's are.
 fn cleaner_gauges(out: &mut Vec<MetricFamily>, broker: &Broker) {
     use std::sync::atomic::Ordering::Relaxed;
     let c = &broker.cleaner;
@@ -81,18 +82,18 @@ fn cleaner_gauges(out: &mut Vec<MetricFamily>, broker: &Broker) {
         ),
         (
             "kafka_log_logcleaner_max_clean_time_secs",
-            "Seconds the last cleaning pass took",
-            c.clean_time_secs.load(Relaxed),
+            "Seconds the longest of the cleaner threads' last passes took",
+            c.max_clean_time_secs(),
         ),
         (
             "kafka_log_logcleaner_max_buffer_utilization_percent",
-            "How full the last pass's offset map was (log.cleaner.dedupe.buffer.size), in percent",
-            c.buffer_utilization_percent.load(Relaxed),
+            "How full the fullest of the cleaner threads' last offset maps was (its share of log.cleaner.dedupe.buffer.size), in percent",
+            c.max_buffer_utilization_percent(),
         ),
         (
             "kafka_log_logcleaner_cleaner_recopy_percent",
-            "Bytes the last pass kept per byte it read, in percent",
-            c.recopy_percent.load(Relaxed),
+            "Bytes the cleaner threads' last passes kept per byte they read, in percent",
+            c.recopy_percent(),
         ),
     ] {
         gauge(out, name, help, value);
