@@ -11,7 +11,7 @@ CAIRN=${1:?usage: run-all.sh path/to/cairn [suite...]}
 shift
 here=$(cd "$(dirname "$0")" && pwd)
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 java-cluster kcat librdkafka librdkafka-2.15.1 librdkafka-2.15.1-consumer librdkafka-cluster kafka-python franz-go kafkajs confluent-kafka)
+[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 java-cluster kcat librdkafka librdkafka-2.15.1 librdkafka-2.15.1-consumer librdkafka-cluster kafka-python franz-go kafkajs confluent-kafka connect)
 # LIBRDKAFKA_CACHE, if the caller set it, is Debian's librdkafka's (LIBRDKAFKA_NEWEST_CACHE
 # the newest release's).
 rdk_cache="${LIBRDKAFKA_CACHE:-}"
