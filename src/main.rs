@@ -172,8 +172,9 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 /// `cairn dump-log LOG_DIR [TOPIC]`: every batch of every partition kept in a (stopped)
 /// broker's log dir, one line each: `topic partition base_offset last_offset leader_epoch
 /// crc` and the producer (id, epoch, sequence; `txn` for transactional batches) or, for a
-/// transaction marker, which end and whose; like kafka-dump-log.sh. The coordinators'
-/// topics, which every replica compacts on its own, print instead the latest record of
+/// transaction marker, which end and whose; like kafka-dump-log.sh. Compacted topics (the
+/// coordinators' ones always), which every replica cleans on its own, print instead the
+/// latest record of
 /// each key that has one (`topic partition offset key=HEX value=CRC32C`), what stays the
 /// same on every replica. The fault harness compares replicas with it.
 fn dump_log(args: &[String]) -> ExitCode {
@@ -204,7 +205,7 @@ fn dump_log(args: &[String]) -> ExitCode {
                 continue;
             }
             for p in &t.partitions {
-                if t.is_internal() {
+                if t.is_internal() || t.effective.compact {
                     latest_per_key(&runtime, &t.name, p, &mut out)?;
                     continue;
                 }

@@ -237,6 +237,7 @@ impl Broker {
             dedupe_buffer_bytes: self.config.log_cleaner_dedupe_buffer_bytes
                 / self.config.log_cleaner_threads.max(1),
         };
+        tracing::info!(topic = %topic.name, partition = p.index, dirty_ratio = ratio, "cleaning");
         let started = Instant::now();
         let result = p.log.clean(rules, io).await;
         stats.mark(&topic.name, p.index, result.is_err());

@@ -22,6 +22,10 @@ checker over what was acknowledged and what is read back:
   often than the delivery count limit;
 - kafka-reassign-partitions moves every partition off a broker and back (a replica copied
   from scratch) under load, and every broker's metadata shows the targets;
+- a broker killed -9 in the middle of a cleaning pass over a compacted topic under keyed
+  load loses nothing live: every acknowledged record is at its offset or superseded by a
+  later one of its key, no offset holds another value, and every replica holds the same
+  latest record of each key;
 - an unclean election on a second topic (unclean.leader.election.enable, two replicas)
   elects the returning follower and keeps exactly its acks=all records;
 - Kafka's TransactionalMessageCopier copies the test topic into another, in transactions
@@ -71,6 +75,9 @@ SESSION_MS = 3000
 HEARTBEAT_MS = 500
 LAG_MS = 3000
 NODES = (1, 2, 3)
+COMPACT_TOPIC = "faults-compacted"
+COMPACT_KEYS = 1000
+CLEANER_IO_BYTES = 50000
 
 
 LOG_FILE = None  # the work dir's harness.log, once there is one
@@ -195,6 +202,7 @@ class Cluster:
                         self.proxies[("ctrl", src, dst)].target = self.kctrl[dst][src]
         self.procs = {}
         self.isolated = set()
+        self.keyed = []  # kill_cleaning_leader's keyed producers, checked at the end
 
     def bootstrap(self):
         return ",".join(f"127.0.0.1:{self.client[i]}" for i in NODES)
@@ -265,6 +273,11 @@ class Cluster:
             f"broker.heartbeat.interval.ms={HEARTBEAT_MS}",
             f"replica.lag.time.max.ms={LAG_MS}",
             "auto.create.topics.enable=false",
+            # Cleaning passes that last (kill_cleaning_leader kills a broker in one): a pass
+            # over its topic reads the cleaned part (1000 keys, about 40 KB) and twice what
+            # came since (about 10 KB/s), which the I/O limit stretches over about a second.
+            "log.cleaner.backoff.ms=100",
+            f"log.cleaner.io.max.bytes.per.second={CLEANER_IO_BYTES}",
             "",
         ]
 
@@ -456,24 +469,28 @@ async def run(argv, timeout=60, check=True, env=None, input=None, stderr=False):
 class Producer:
     """The Java VerifiableProducer; records every acknowledgement with the time it arrived."""
 
-    def __init__(self, cluster, workdir):
+    def __init__(self, cluster, workdir, topic=TOPIC, keys=None, name="producer", throughput=400):
+        """keys: records carry keys 0 .. keys-1 in turn (--repeating-keys), else none."""
         self.cluster, self.dir = cluster, Path(workdir)
+        self.topic, self.keys, self.name, self.throughput = topic, keys, name, throughput
         self.acked = {}  # (partition, offset) -> value
+        self.key_of = {}  # (partition, offset) -> key, when keyed
         self.ack_times = []  # (time, partition, offset)
         self.errors = 0
         self.sent = 0
 
     async def start(self):
-        cfg = self.dir / "producer.properties"
+        cfg = self.dir / f"{self.name}.properties"
         cfg.write_text("\n".join([
             "enable.idempotence=true", "acks=all", "linger.ms=5", "retries=2147483647",
             "request.timeout.ms=8000", "delivery.timeout.ms=120000",
             "metadata.max.age.ms=2000", "max.in.flight.requests.per.connection=5", ""]))
+        keyed = ["--repeating-keys", str(self.keys)] if self.keys else []
         self.proc = await asyncio.create_subprocess_exec(
             str(KAFKA_RUN), "org.apache.kafka.tools.VerifiableProducer",
-            "--bootstrap-server", self.cluster.bootstrap(), "--topic", TOPIC,
-            "--throughput", "400", "--producer.config", str(cfg),
-            stdout=asyncio.subprocess.PIPE, stderr=open(self.dir / "producer.err", "wb"),
+            "--bootstrap-server", self.cluster.bootstrap(), "--topic", self.topic,
+            "--throughput", str(self.throughput), "--producer.config", str(cfg), *keyed,
+            stdout=asyncio.subprocess.PIPE, stderr=open(self.dir / f"{self.name}.err", "wb"),
             start_new_session=True)
         self.reader = asyncio.create_task(self.read())
 
@@ -489,6 +506,8 @@ class Producer:
                 if key in self.acked and self.acked[key] != ev["value"]:
                     raise Failure(f"two acknowledgements for {key}: {self.acked[key]} and {ev['value']}")
                 self.acked[key] = ev["value"]
+                if self.keys:
+                    self.key_of[key] = ev["key"]
                 self.ack_times.append((time.time(), key))
             elif name == "producer_send_error":
                 self.errors += 1
@@ -501,10 +520,10 @@ class Producer:
         deadline = time.time() + timeout
         while len(self.acked) < target:
             if self.proc.returncode is not None:
-                err = (self.dir / "producer.err").read_text(errors="replace")[-1500:]
-                raise Failure(f"the producer exited ({self.proc.returncode}): {err}")
+                err = (self.dir / f"{self.name}.err").read_text(errors="replace")[-1500:]
+                raise Failure(f"the {self.name} exited ({self.proc.returncode}): {err}")
             if time.time() > deadline:
-                raise Failure(f"producer made no progress: {len(self.acked)} acks, wanted {target}")
+                raise Failure(f"{self.name} made no progress: {len(self.acked)} acks, wanted {target}")
             await asyncio.sleep(0.2)
 
     async def stop(self):
@@ -1039,6 +1058,130 @@ async def read_topic(c, topic):
     return out.splitlines()
 
 
+async def wait_compacted_isr(c, what, timeout=120):
+    """Until every live broker reports COMPACT_TOPIC with a leader and a full ISR."""
+    deadline = time.time() + timeout
+    while True:
+        views = [(await c.view(i, COMPACT_TOPIC)).get(0) for i in NODES]
+        if all(v and v[0] > 0 and sorted(v[2]) == list(NODES) for v in views):
+            return views[0][0]
+        if time.time() > deadline:
+            raise Failure(f"{COMPACT_TOPIC} not fully replicated {timeout}s after {what}: {views}")
+        await asyncio.sleep(0.5)
+
+
+def cleaner_lines(c, i, since):
+    """The lines of node i's broker log past byte `since` that begin or end a cleaning pass
+    over COMPACT_TOPIC: [(began?, line)]."""
+    with open(c.dir / f"n{i}" / "broker.log", "rb") as f:
+        f.seek(since)
+        text = f.read().decode(errors="replace")
+    out = []
+    for line in re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines():
+        if f"topic={COMPACT_TOPIC} partition=0" in line:
+            if re.search(r"\bcleaning\b", line):
+                out.append((True, line))
+            elif re.search(r"\bcleaned\b", line):
+                out.append((False, line))
+    return out
+
+
+async def kill_cleaning_leader(c, prod):
+    """kill -9 of a broker in the middle of a cleaning pass, under load. A keyed
+    VerifiableProducer (--repeating-keys) writes to a compacted topic (segment.ms=100, so
+    the cleaner always has a dirty section); the brokers' log.cleaner.io.max.bytes.per.second
+    holds passes back. The topic's leader is killed while its log says a pass over the
+    topic began and has not ended, until two kills landed before their pass ended (against
+    Kafka: at random times). The end checks: every acknowledged keyed record is at its offset with its value
+    or superseded by a later record of its key, no offset holds another value, and every
+    replica holds the same latest record of each key (cairn dump-log)."""
+    await run([str(KAFKA_RUN), "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", c.bootstrap(),
+               "--create", "--if-not-exists", "--topic", COMPACT_TOPIC, "--partitions", "1",
+               "--replication-factor", "3", "--config", "min.insync.replicas=2",
+               "--config", "cleanup.policy=compact", "--config", "segment.ms=100",
+               "--config", "min.cleanable.dirty.ratio=0.01"], timeout=120)
+    await wait_compacted_isr(c, "creating it")
+    kp = Producer(c, c.dir, topic=COMPACT_TOPIC, keys=COMPACT_KEYS, name=f"keyed-{len(c.keyed)}",
+                  throughput=200)
+    c.keyed.append(kp)
+    await kp.start()
+    await kp.wait_acks(1500, timeout=120)
+    mid = 0
+    for attempt in range(4):
+        leader = await wait_compacted_isr(c, "the last restart")
+        if c.kafka:
+            await asyncio.sleep(random.uniform(0, 3))
+            log(f"fault: kill -9 the leader of {COMPACT_TOPIC} (node {leader}), its cleaner running")
+            await c.kill(leader)
+        else:
+            logf = c.dir / f"n{leader}" / "broker.log"
+            since = logf.stat().st_size
+            # A pass whose beginning is the last line about the topic at two looks 50 ms apart
+            # is under way (held back by the I/O limit).
+            deadline, seen = time.time() + 60, None
+            while True:
+                lines = cleaner_lines(c, leader, since)
+                last = lines[-1] if lines and lines[-1][0] else None
+                if last is not None and last == seen:
+                    break
+                seen = last
+                if time.time() > deadline:
+                    raise Failure(f"node {leader} was in no cleaning pass over {COMPACT_TOPIC} for 60 s")
+                await asyncio.sleep(0.05)
+            await c.kill(leader)
+            lines = cleaner_lines(c, leader, since)
+            start = max(k for k, (began, _) in enumerate(lines) if began)
+            ended = any(not began for began, _ in lines[start:])
+            mid += not ended
+            log(f"fault: kill -9 the leader of {COMPACT_TOPIC} (node {leader}) "
+                f"{'after its cleaning pass ended' if ended else 'in the middle of a cleaning pass'}: "
+                f"{lines[start][1].strip()[-160:]}")
+        await asyncio.sleep(SESSION_MS / 1000 + 2)
+        await kp.wait_acks(200)
+        await prod.wait_acks(50)
+        c.start(leader)
+        await c.wait_healthy(f"restarting node {leader}")
+        if c.kafka or mid >= 2:
+            break
+    if not c.kafka and mid == 0:
+        raise Failure(f"no kill landed in the middle of a cleaning pass over {COMPACT_TOPIC}")
+    await wait_compacted_isr(c, "the last restart")
+    await kp.wait_acks(500)
+    await kp.stop()
+
+
+async def check_compacted(c):
+    """What the keyed producers had acknowledged, against COMPACT_TOPIC read back."""
+    if not c.keyed:
+        return []
+    out = await run(["kcat", "-C", "-b", c.bootstrap(), "-t", COMPACT_TOPIC, "-o", "beginning", "-e", "-q",
+                     "-f", "%o %k %s\\n"], timeout=120)
+    read = {}
+    latest = {}  # key -> its highest offset read
+    for line in out.splitlines():
+        o, k, v = line.split(" ", 2)
+        read[int(o)] = (k, v)
+        latest[k] = max(latest.get(k, -1), int(o))
+    problems, acked, kept = [], 0, 0
+    for kp in c.keyed:
+        for (p, o), v in sorted(kp.acked.items()):
+            acked += 1
+            k = kp.key_of[(p, o)]
+            got = read.get(o)
+            if got is not None:
+                kept += 1
+                if got != (k, v):
+                    problems.append(f"{COMPACT_TOPIC}: acknowledged {k}={v} at {o}, read {got[0]}={got[1]}")
+            elif latest.get(k, -1) <= o:
+                problems.append(f"{COMPACT_TOPIC}: acknowledged {k}={v} at {o} is gone, and no later record "
+                                f"of key {k} is left (latest read: {latest.get(k)})")
+    log(f"{COMPACT_TOPIC}: {acked} records acknowledged, {len(read)} left after cleaning ({kept} of them "
+        f"acknowledged), {len(latest)} keys")
+    if len(read) * 2 > acked:
+        problems.append(f"{COMPACT_TOPIC} was hardly cleaned: {len(read)} of {acked} acknowledged records left")
+    return problems
+
+
 REASSIGN_CMD = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
 
@@ -1422,8 +1565,8 @@ TXN_FAULTS = [kill_txn_coordinator, kill_txn_coordinator_committing, kill_txn_le
 
 
 FAULTS = [kill_leader, kill_controller, cut_follower, cut_leader, lose_two, stop_leader, rolling_restart,
-          kill_coordinator, kill_consumer_coordinator, kill_share_coordinator] + TXN_FAULTS + [reassign,
-                                                                                                unclean_election]
+          kill_coordinator, kill_consumer_coordinator, kill_share_coordinator] + TXN_FAULTS + [
+              reassign, unclean_election, kill_cleaning_leader]
 
 # Run only when named with --faults, not in CI, with the reason. cut_coordinator: its checks
 # of the cut-off node hold, but in 3 of about 12 runs the console consumer then could not
@@ -1508,7 +1651,7 @@ async def compare_replicas(c):
             lines = []
             for p in range(PARTITIONS):
                 files = sorted(str(f) for f in (data / f"{TOPIC}-{p}").glob("*.log"))
-                out = await run(["java", "-Xmx256M", "-cp", f"{JAVA_LIB}/*", "kafka.tools.DumpLogSegments",
+                out = await run(["java", "-Xmx256M", "-cp", f"{JAVA_LIB}/*", "org.apache.kafka.tools.DumpLogSegments",
                                  "--files", ",".join(files)], timeout=120)
                 for line in out.splitlines():
                     if line.startswith("baseOffset:"):
@@ -1601,7 +1744,7 @@ async def main():
         await copier.finish()
         await c.wait_healthy("the last fault")
         records = await read_back(c)
-        problems = check(prod, records) + await check_copy(c, records) + copier.crashes
+        problems = check(prod, records) + await check_copy(c, records) + copier.crashes + await check_compacted(c)
         log(f"producer: {len(prod.acked)} acknowledged, {prod.errors} send errors; read back {len(records)} records")
         for i in NODES:
             await c.kill(i, signal.SIGTERM)
@@ -1618,8 +1761,9 @@ async def main():
         failure = e
         log(f"FAIL: {e}")
     finally:
-        if prod is not None and prod.proc.returncode is None:
-            prod.proc.kill()
+        for p in [prod] + c.keyed:
+            if p is not None and getattr(p, "proc", None) is not None and p.proc.returncode is None:
+                p.proc.kill()
         if copier is not None:
             copier.kill()
         for i in NODES:
