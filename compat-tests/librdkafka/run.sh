@@ -7,6 +7,8 @@
 #
 # Env:
 #   BOOTSTRAP            broker to test               (default 127.0.0.1:9092)
+#   KAFKA_PATH           Kafka's bin/ for tests that run its tools (default kafka-path/,
+#                        kafka-topics.sh over the Maven jars)
 #   TESTS                comma/space list; subset of the allow list to run
 #   PARALLEL             concurrent test processes    (default 1; 2 is faster but flakier on a loaded 2-core box)
 #   TEST_KAFKA_VERSION   version the tests gate on    (default 3.9.0)
@@ -64,6 +66,8 @@ test.timeout.multiplier=$TIMEOUT_MULTIPLIER
 EOF
 cp "$CONF" "$TESTDIR/test.conf"
 export RDKAFKA_TEST_CONF="$CONF"
+# Kafka's shell tools, for the tests that run them (kafka-path/bin/kafka-topics.sh).
+export KAFKA_PATH="${KAFKA_PATH:-$HERE/kafka-path}" BROKERS="$BOOTSTRAP"
 # Use the freshly built libraries, never a system librdkafka (as run-test.sh does).
 export LD_LIBRARY_PATH="$SRC/src:$SRC/src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
