@@ -13,7 +13,7 @@
 # Extra arguments go to pytest (e.g. -k offsets, -x).
 #
 # Selected = producer, consumer (by assign and in groups) and admin tests, minus
-# excluded.txt. Tests in expected-failures.txt run as non-strict xfail.
+# excluded.txt, and test_cairn_compacted.py (a compacted topic read after cleaning). Tests in expected-failures.txt run as non-strict xfail.
 # The last line is `kafka-python: N passed, M failed`, where M counts
 # unexpected failures, errors and skips (a selected test must run); the exit
 # status is non-zero when M > 0 (including "no tests collected", pytest rc 5).
@@ -57,6 +57,8 @@ DESELECT="$HERE/excluded.txt"
 echo "kafka-python $KP_VERSION integration tests: KAFKA_URI=$KAFKA_URI KAFKA_VERSION=$KAFKA_VERSION"
 
 cd "$SRC"
+# Cairn's own test runs beside kafka-python's (its node id then reads like theirs).
+cp "$HERE/test_cairn_compacted.py" test/integration/
 pytest_run() {  # $1: results file; the rest: what to run
     local results="$1"; shift
     PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" \
@@ -75,6 +77,7 @@ pytest_run "$RESULTS" \
     test/integration/test_producer_integration.py \
     test/integration/test_consumer_integration.py \
     test/integration/test_admin_integration.py \
+    test/integration/test_cairn_compacted.py \
     "${PYTEST_EXTRA[@]+"${PYTEST_EXTRA[@]}"}"
 RC=$?
 
