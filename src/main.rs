@@ -174,9 +174,8 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 /// crc` and the producer (id, epoch, sequence; `txn` for transactional batches) or, for a
 /// transaction marker, which end and whose; like kafka-dump-log.sh. Compacted topics (the
 /// coordinators' ones always), which every replica cleans on its own, print instead the
-/// latest record of
-/// each key that has one (`topic partition offset key=HEX value=CRC32C`), what stays the
-/// same on every replica. The fault harness compares replicas with it.
+/// latest record of each key that has one (`topic partition offset key=HEX value=CRC32C`),
+/// what stays the same on every replica. The fault harness compares replicas with it.
 fn dump_log(args: &[String]) -> ExitCode {
     const USAGE: &str = "usage: cairn dump-log LOG_DIR [TOPIC]";
     let Some(dir) = args.first() else {
@@ -205,7 +204,7 @@ fn dump_log(args: &[String]) -> ExitCode {
                 continue;
             }
             for p in &t.partitions {
-                if t.is_internal() || t.effective.compact {
+                if t.is_compacted() {
                     latest_per_key(&runtime, &t.name, p, &mut out)?;
                     continue;
                 }

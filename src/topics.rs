@@ -87,6 +87,13 @@ impl Topic {
         self.name == OFFSETS_TOPIC || self.name == TXN_TOPIC || self.name == SHARE_STATE_TOPIC
     }
 
+    /// Whether the log cleaner compacts the topic: its `cleanup.policy` includes `compact`,
+    /// or it is a coordinators' topic, compacted whatever its config says (ones created
+    /// before Cairn compacted have no cleanup.policy of their own).
+    pub fn is_compacted(&self) -> bool {
+        self.effective.compact || self.is_internal()
+    }
+
     /// Gives each partition's log the topic's `segment.bytes` and `segment.ms`, which end
     /// its active segment (the part the cleaner leaves alone).
     fn apply_segment_limits(&self) {

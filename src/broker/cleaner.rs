@@ -173,9 +173,7 @@ impl Broker {
         let mut max_ratio = 0f64;
         for topic in self.catalog.all() {
             let e = topic.effective;
-            // The coordinators' topics are compacted whatever their config says: ones
-            // created before Cairn compacted have no cleanup.policy of their own.
-            if !e.compact && !topic.is_internal() {
+            if !topic.is_compacted() {
                 continue;
             }
             for p in &topic.partitions {

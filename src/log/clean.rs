@@ -829,6 +829,11 @@ mod tests {
         IoThrottle::new(f64::MAX)
     }
 
+    /// One unthrottled pass with `rules(now_ms)`.
+    async fn clean(log: &PartitionLog, now_ms: i64) -> Option<CleanReport> {
+        log.clean(rules(now_ms), &unthrottled()).await.unwrap()
+    }
+
     /// The throttle holds a pass back until its bytes took as long as the rate allows:
     /// 10000 bytes at 1000 bytes/s take about 10 s of (paused, so exact) tokio time where
     /// they would take 1 s unthrottled.
@@ -890,11 +895,7 @@ mod tests {
             .await
             .unwrap();
         let before = log.size_bytes();
-        let r = log
-            .clean(rules(10_000), &unthrottled())
-            .await
-            .unwrap()
-            .expect("a pass");
+        let r = clean(&log, 10_000).await.expect("a pass");
         assert_eq!((r.from, r.to), (0, 12));
         assert_eq!(r.batches_removed, 2);
         assert!(log.size_bytes() < before);
@@ -911,11 +912,7 @@ mod tests {
             ]
         );
         // Nothing dirty is left below the active segment.
-        assert!(log
-            .clean(rules(10_000), &unthrottled())
-            .await
-            .unwrap()
-            .is_none());
+        assert!(clean(&log, 10_000).await.is_none());
         // A read from a removed offset starts at the next one kept.
         let r = log
             .read(3, 1 << 20, true, ReadUpTo::HighWatermark)
@@ -941,10 +938,7 @@ mod tests {
         )
         .await
         .unwrap();
-        log.clean(rules(20_000), &unthrottled())
-            .await
-            .unwrap()
-            .expect("a pass");
+        clean(&log, 20_000).await.expect("a pass");
         let got = all(&log).await;
         assert!(got.iter().any(|r| r.0 == 12 && r.2.is_none()), "{got:?}");
         assert!(got.iter().all(|r| r.1 != "k0" || r.0 == 12), "{got:?}");
@@ -954,10 +948,7 @@ mod tests {
         )
         .await
         .unwrap();
-        log.clean(rules(20_001), &unthrottled())
-            .await
-            .unwrap()
-            .expect("a pass");
+        clean(&log, 20_001).await.expect("a pass");
         let keys: Vec<(i64, String)> = all(&log).await.into_iter().map(|r| (r.0, r.1)).collect();
         assert_eq!(
             keys,
@@ -993,11 +984,7 @@ mod tests {
             );
             log.append(&b, opts()).await.unwrap();
         }
-        let r = log
-            .clean(rules(1), &unthrottled())
-            .await
-            .unwrap()
-            .expect("a pass");
+        let r = clean(&log, 1).await.expect("a pass");
         assert_eq!((r.batches_removed, r.batches_rewritten), (1, 1));
         let read = log
             .read(0, 1 << 20, true, ReadUpTo::HighWatermark)
@@ -1055,10 +1042,7 @@ mod tests {
 
         // Pass 1: the aborted batch goes; its marker stays, as a batch of it was met. The
         // aborted records were not mapped, so the committed values stay.
-        log.clean(rules(100), &unthrottled())
-            .await
-            .unwrap()
-            .expect("a pass");
+        clean(&log, 100).await.expect("a pass");
         let (bases, aborted) = committed().await;
         assert_eq!(bases, vec![2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(aborted, vec![(7, 0)]);
@@ -1078,10 +1062,7 @@ mod tests {
         log.append(&plain(&[(Some("z"), Some("2"))]), opts())
             .await
             .unwrap();
-        log.clean(rules(100), &unthrottled())
-            .await
-            .unwrap()
-            .expect("a pass");
+        clean(&log, 100).await.expect("a pass");
         let read = log
             .read(0, 1 << 20, true, ReadUpTo::HighWatermark)
             .await
@@ -1095,10 +1076,7 @@ mod tests {
 
         // Pass 3, once the horizon passed: the marker and its index entry go, so a
         // read_committed consumer is not told to skip producer 7's later transaction.
-        log.clean(rules(101), &unthrottled())
-            .await
-            .unwrap()
-            .expect("a pass");
+        clean(&log, 101).await.expect("a pass");
         let (bases, aborted) = committed().await;
         assert_eq!(bases, vec![3, 4, 5, 6, 7, 8, 9]);
         assert!(aborted.is_empty(), "{aborted:?}");
