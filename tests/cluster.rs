@@ -505,3 +505,193 @@ fn a_million_commits_leave_the_offsets_topic_near_its_live_set() {
     let none: Vec<(i32, i64)> = (0..PARTITIONS).map(|p| (p, -1)).collect();
     assert_eq!(committed(&mut c, deleted, topic, PARTITIONS).unwrap(), none);
 }
+
+/// Commits `offset` for partitions 0..n of `topic` as `group` (a simple commit, no
+/// member), asserting no partition failed.
+fn commit(c: &mut Client, group: &str, topic: &str, n: i32, offset: i64) {
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.into())))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(name(topic))
+            .with_partitions(
+                (0..n)
+                    .map(|p| {
+                        OffsetCommitRequestPartition::default()
+                            .with_partition_index(p)
+                            .with_committed_offset(offset)
+                    })
+                    .collect(),
+            )]);
+    let r: OffsetCommitResponse = c.send(ApiKey::OffsetCommit, 8, &req);
+    let errors: Vec<i16> = r.topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.error_code)
+        .filter(|e| *e != 0)
+        .collect();
+    assert!(errors.is_empty(), "commit errors of {group}: {errors:?}");
+}
+
+/// Records of the partition `c`'s broker leads whose key names `id`: (tombstones, others).
+fn records_naming(c: &mut Client, topic: &str, partition: i32, id: &str) -> (usize, usize) {
+    let (mut tombstones, mut others) = (0, 0);
+    let mut at = 0;
+    loop {
+        let resp: FetchResponse = c.send(
+            ApiKey::Fetch,
+            12,
+            &Client::fetch_request(topic, partition, at, 0, 0),
+        );
+        let p = &resp.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0, "fetch {topic}-{partition} at {at}");
+        let mut bytes = p.records.clone().expect("records are never null");
+        if bytes.is_empty() {
+            break;
+        }
+        while !bytes.is_empty() {
+            let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes).unwrap();
+            for r in set.records {
+                at = at.max(r.offset + 1);
+                let names = r
+                    .key
+                    .as_ref()
+                    .is_some_and(|k| k.windows(id.len()).any(|w| w == id.as_bytes()));
+                match (names, r.value.is_none()) {
+                    (true, true) => tombstones += 1,
+                    (true, false) => others += 1,
+                    _ => {}
+                }
+            }
+        }
+        if at >= p.high_watermark {
+            break;
+        }
+    }
+    (tombstones, others)
+}
+
+/// The coordinators' tombstones go after `delete.retention.ms`, as in Kafka, and a broker
+/// that comes to lead a partition rebuilds its state from the whole log: a group deleted
+/// while another broker led stays deleted on one that held the group in its own store
+/// and whose log no longer has the deletes (applying only the records past what it had
+/// applied before would bring the group back).
+#[test]
+fn a_coordinator_rebuilding_after_its_tombstones_went_keeps_the_group_deleted() {
+    const PARTITIONS: i32 = 4;
+    let mut cluster = Cluster::start_with(&[
+        "offsets.topic.num.partitions=1",
+        "log.roll.ms=300",
+        "log.cleaner.backoff.ms=100",
+        "log.cleaner.min.cleanable.ratio=0.01",
+        "log.cleaner.delete.retention.ms=0",
+    ]);
+    let topic = "rebuilt";
+    let mut admin = cluster.node(1).client();
+    let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(name(topic))
+        .with_num_partitions(PARTITIONS)
+        .with_replication_factor(1)]);
+    let r: CreateTopicsResponse = admin.send(ApiKey::CreateTopics, 7, &create);
+    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+    let first = coordinator_of(&mut admin, "kept");
+    let preferred = await_leaders(&cluster, "__consumer_offsets", 1);
+    eprintln!("__consumer_offsets-0: leader {first}, placement {preferred:?}");
+    // Asked throughout: a node that is never stopped.
+    let other = NODES.iter().copied().find(|&i| i != first).unwrap();
+    let mut admin = cluster.node(other).client();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut round = 0;
+    for attempt in 0.. {
+        assert!(
+            Instant::now() < deadline,
+            "the cleaner never removed the deletes before the first coordinator led again"
+        );
+        let doomed = format!("doomed-{attempt}");
+        // The first coordinator applies the group's commits to its store.
+        assert_eq!(coordinator_of(&mut admin, &doomed), first);
+        let mut c = cluster.node(first).client();
+        commit(&mut c, &doomed, topic, PARTITIONS, 7);
+        round += 1;
+        commit(&mut c, "kept", topic, PARTITIONS, round);
+        // It stops; another leads, deletes the group and goes on committing, while the
+        // first, back as a follower, copies the deletes and cleans them away on its own.
+        cluster.nodes[(first - 1) as usize].stop();
+        let next = loop {
+            let next = coordinator_of(&mut admin, "kept");
+            if next != first {
+                break next;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        cluster.nodes[(first - 1) as usize].restart();
+        let mut c = cluster.node(next).client();
+        let r: DeleteGroupsResponse = loop {
+            let r: DeleteGroupsResponse = c.send(
+                ApiKey::DeleteGroups,
+                2,
+                &DeleteGroupsRequest::default()
+                    .with_groups_names(vec![GroupId(StrBytes::from_string(doomed.clone()))]),
+            );
+            // COORDINATOR_LOAD_IN_PROGRESS while the new coordinator loads.
+            if r.results[0].error_code != 14 {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(r.results[0].error_code, 0, "{r:?}");
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            round += 1;
+            commit(&mut c, "kept", topic, PARTITIONS, round);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The first coordinator leads again once it is back in the ISR.
+        let elected = loop {
+            let r: kafka_protocol::messages::ElectLeadersResponse = admin.send(
+                ApiKey::ElectLeaders,
+                2,
+                &kafka_protocol::messages::ElectLeadersRequest::default()
+                    .with_election_type(0)
+                    .with_topic_partitions(Some(vec![
+                        kafka_protocol::messages::elect_leaders_request::TopicPartitions::default()
+                            .with_topic(name("__consumer_offsets"))
+                            .with_partitions(vec![0]),
+                    ]))
+                    .with_timeout_ms(10_000),
+            );
+            let e = r.replica_election_results[0].partition_result[0].error_code;
+            // PREFERRED_LEADER_NOT_AVAILABLE (80) until it is back in the ISR.
+            if e != 80 {
+                break e;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        // ELECTION_NOT_NEEDED (84): it led already.
+        assert!(elected == 0 || elected == 84, "ElectLeaders: {elected}");
+        let mut c = cluster.node(first).client();
+        while coordinator_of(&mut admin, "kept") != first {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let offsets = loop {
+            match committed(&mut c, &doomed, topic, PARTITIONS) {
+                Ok(o) => break o,
+                Err(e) => assert!(e == 14 || e == 16, "OffsetFetch error {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let (tombstones, others) = records_naming(&mut c, "__consumer_offsets", 0, &doomed);
+        eprintln!("attempt {attempt}: {doomed}: {tombstones} tombstones, {others} other records in the log; offsets {offsets:?}");
+        let none: Vec<(i32, i64)> = (0..PARTITIONS).map(|p| (p, -1)).collect();
+        assert_eq!(offsets, none, "{doomed} came back");
+        if tombstones == 0 && others == 0 {
+            // The deletes were gone from the log this broker rebuilt from.
+            let latest: Vec<(i32, i64)> = (0..PARTITIONS).map(|p| (p, round)).collect();
+            assert_eq!(
+                committed(&mut c, "kept", topic, PARTITIONS).unwrap(),
+                latest
+            );
+            return;
+        }
+    }
+}

@@ -221,15 +221,10 @@ impl Broker {
         let e = topic.effective;
         let rules = CleanRules {
             now_ms: now,
-            delete_retention_ms: match topic.is_internal() {
-                // A broker that becomes a coordinator applies the records past its
-                // checkpoint to its own state: every delete must still be there to apply,
-                // so the coordinators' tombstones are kept (Kafka reloads the whole
-                // partition instead, and removes them after delete.retention.ms). A horizon
-                // past i64::MAX never comes.
-                true => i64::MAX,
-                false => e.delete_retention_ms,
-            },
+            // The coordinators' topics too: a coordinator rebuilds a partition's state
+            // from its whole log when it comes to lead it, so a removed tombstone's key is
+            // simply absent (src/replication/coordinated.rs).
+            delete_retention_ms: e.delete_retention_ms,
             min_compaction_lag_ms: e.min_compaction_lag_ms,
             // Kafka shares the dedupe buffer out among the threads.
             dedupe_buffer_bytes: self.config.log_cleaner_dedupe_buffer_bytes

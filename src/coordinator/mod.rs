@@ -103,6 +103,10 @@ pub trait Coordinated: Send + Sync + 'static {
     fn load(&self, mine: &dyn Fn(&str) -> bool) -> Result<usize>;
     /// Forgets the ids `gone` selects.
     fn unload(&self, gone: &dyn Fn(&str) -> bool);
+    /// The column families of [`Self::store`] this coordinator keeps its ids in.
+    fn column_families(&self) -> &'static [GroupCf];
+    /// The id a stored key of `cf` belongs to (`None` for a key it cannot read).
+    fn id_of(&self, cf: GroupCf, key: &[u8]) -> Option<String>;
 }
 
 impl Coordinated for Coordinator {
@@ -114,6 +118,24 @@ impl Coordinated for Coordinator {
     }
     fn unload(&self, gone: &dyn Fn(&str) -> bool) {
         Coordinator::unload(self, gone)
+    }
+    fn column_families(&self) -> &'static [GroupCf] {
+        &[
+            GroupCf::Groups,
+            GroupCf::Offsets,
+            GroupCf::TxnOffsets,
+            GroupCf::Consumers,
+            GroupCf::ShareGroups,
+        ]
+    }
+    fn id_of(&self, cf: GroupCf, key: &[u8]) -> Option<String> {
+        match cf {
+            GroupCf::Groups | GroupCf::ShareGroups => String::from_utf8(key.to_vec()).ok(),
+            GroupCf::Offsets => decode_offset_key(key).map(|(group, ..)| group),
+            GroupCf::TxnOffsets => decode_txn_offset_key(key).map(|(group, ..)| group),
+            GroupCf::Consumers => decode_consumer_key(key).map(|(group, _)| group),
+            GroupCf::Transactions | GroupCf::ShareState => None,
+        }
     }
 }
 

@@ -378,6 +378,14 @@ impl Coordinated for ShareCoordinator {
     fn unload(&self, gone: &dyn Fn(&str) -> bool) {
         lock(&self.states).retain(|k, _| !gone(k));
     }
+
+    fn column_families(&self) -> &'static [GroupCf] {
+        &[GroupCf::ShareState]
+    }
+
+    fn id_of(&self, _cf: GroupCf, key: &[u8]) -> Option<String> {
+        String::from_utf8(key.to_vec()).ok()
+    }
 }
 
 #[cfg(test)]

@@ -633,6 +633,14 @@ impl Coordinated for TxnCoordinator {
     fn unload(&self, gone: &dyn Fn(&str) -> bool) {
         self.lock().retain(|id, _| !gone(id));
     }
+
+    fn column_families(&self) -> &'static [GroupCf] {
+        &[GroupCf::Transactions]
+    }
+
+    fn id_of(&self, _cf: GroupCf, key: &[u8]) -> Option<String> {
+        String::from_utf8(key.to_vec()).ok()
+    }
 }
 
 #[cfg(test)]

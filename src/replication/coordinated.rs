@@ -12,21 +12,23 @@
 //!   A failed write (leadership lost, too few in sync, timed out) answers false and the
 //!   partition's ids are reloaded, so memory never runs ahead of the log.
 //! - **Loading.** On becoming leader of a partition a broker waits until its HW covers its
-//!   whole log (records an earlier leader wrote are then committed), applies the records
-//!   past what it had applied before (a checkpoint per partition in the metadata store;
-//!   replay is last-write-wins per key, so applying again is harmless), and loads the
-//!   partition's ids into the coordinator. Until then requests for those ids get
+//!   whole log (records an earlier leader wrote are then committed), rebuilds the local
+//!   store's state of the partition from the whole log (the latest record of each key; a
+//!   key the log no longer holds is dropped), and loads the partition's ids into the
+//!   coordinator, as Kafka reloads a partition. Until then requests for those ids get
 //!   COORDINATOR_LOAD_IN_PROGRESS; on other brokers, NOT_COORDINATOR (the coordinator asks
 //!   [`GroupLog::check`] before serving an id).
 //! - **Lease.** A broker whose [`Lease`] lapsed (no heartbeat accepted for the session
 //!   timeout) may have been fenced without hearing of it: it answers NOT_COORDINATOR for
 //!   every partition until the lease holds again.
-//! - **Compaction.** The log cleaner compacts these topics (docs/COMPACTION.md): replay is
-//!   last-write-wins per key, so the latest record of each key is all it needs. Their
-//!   tombstones are kept: a broker applies only the records past its checkpoint, so every
-//!   delete it has not applied yet must still be in the log.
+//! - **Compaction.** The log cleaner compacts these topics (docs/COMPACTION.md), their
+//!   tombstones removed after `delete.retention.ms` as in any compacted topic: a rebuild
+//!   needs only the latest record of each live key.
+//! - **Release 0.1's data.** A partition with no checkpoint (the metadata store's mark
+//!   that its state has gone through the log) whose ids the store holds has its state
+//!   written to the log before the first rebuild.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -234,8 +236,11 @@ impl CoordinatorPartitions {
         }
     }
 
-    /// Applies to the local store every record of partition `i` past the checkpoint, once
-    /// the HW covers the whole log.
+    /// Rebuilds the local store's state of partition `i` from its whole log, once the HW
+    /// covers it, as Kafka reloads a partition: the cleaner removes tombstones once
+    /// `delete.retention.ms` has passed, so the records past what this broker applied
+    /// before no longer name every delete. The log's latest record of each key is
+    /// compared with the store, and the store is made equal to it in one write.
     async fn replay(&self, topic: &Topic, i: i32, epoch: i32) -> Result<()> {
         let p = &topic.partitions[i as usize];
         let target = p.log.offsets().log_end;
@@ -254,17 +259,31 @@ impl CoordinatorPartitions {
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
         }
+        let n = topic.partitions.len();
+        let stored = self.stored(|id| partition_for(id, n) == i)?;
         let key = checkpoint_key(topic.id, i);
-        let mut next = match self.meta.get(&key)? {
-            Some(v) => i64::from_be_bytes(
-                v.as_slice()
-                    .try_into()
-                    .map_err(|_| Error::Storage("group checkpoint is malformed".into()))?,
-            ),
-            None => 0,
+        if self.meta.get(&key)?.is_none() && !stored.is_empty() {
+            // Written before these topics held the state (release 0.1 kept it in the
+            // store alone): the log gets it first, or the rebuild would drop it.
+            let changes: Vec<GroupChange> = stored
+                .iter()
+                .map(|((cf, k), v)| GroupChange {
+                    cf: *cf,
+                    key: k.clone(),
+                    value: Some(v.clone()),
+                })
+                .collect();
+            tracing::info!(
+                partition = i,
+                records = changes.len(),
+                "writing the stored state of {}-{i} to its log",
+                self.name
+            );
+            self.write(topic, i, epoch, &changes).await?;
         }
-        .max(p.log.offsets().log_start);
-        let from = next;
+        let target = p.log.offsets().log_end;
+        let mut latest: BTreeMap<(GroupCf, Vec<u8>), Option<Vec<u8>>> = BTreeMap::new();
+        let mut next = p.log.offsets().log_start;
         while next < target {
             let read = p
                 .log
@@ -274,7 +293,6 @@ impl CoordinatorPartitions {
             if bytes.is_empty() {
                 break;
             }
-            let mut changes = Vec::new();
             while !bytes.is_empty() {
                 let h = BatchHeader::parse(&bytes)?;
                 let set = RecordBatchDecoder::decode(&mut bytes)
@@ -285,12 +303,13 @@ impl CoordinatorPartitions {
                     .iter()
                     .filter(|r| r.offset >= lo && r.offset < target)
                 {
-                    changes.push(decode_change(r).ok_or_else(|| {
+                    let c = decode_change(r).ok_or_else(|| {
                         Error::Storage(format!(
                             "{}-{i}: malformed record at {}",
                             self.name, r.offset
                         ))
-                    })?);
+                    })?;
+                    latest.insert((c.cf, c.key), c.value);
                 }
                 // Past the whole batch: the cleaner may have left it with fewer records
                 // than offsets, or none. (Batches are appended whole: one that starts
@@ -299,13 +318,48 @@ impl CoordinatorPartitions {
                     next = next.max(h.last_offset() + 1);
                 }
             }
+        }
+        let mut changes: Vec<GroupChange> = stored
+            .iter()
+            .filter(|(k, _)| !matches!(latest.get(*k), Some(Some(_))))
+            .map(|((cf, k), _)| GroupChange {
+                cf: *cf,
+                key: k.clone(),
+                value: None,
+            })
+            .collect();
+        changes.extend(latest.into_iter().filter_map(|((cf, key), value)| {
+            let value = value?;
+            (stored.get(&(cf, key.clone())) != Some(&value)).then_some(GroupChange {
+                cf,
+                key,
+                value: Some(value),
+            })
+        }));
+        if !changes.is_empty() {
             self.coordinator.store().write_groups(&changes)?;
-            self.meta.put(&key, &next.to_be_bytes())?;
+            tracing::info!(
+                partition = i,
+                changed = changes.len(),
+                to = next,
+                "applied {}-{i}",
+                self.name
+            );
         }
-        if next > from {
-            tracing::info!(partition = i, from, to = next, "applied {}-{i}", self.name);
+        self.meta.put(&key, &next.to_be_bytes())
+    }
+
+    /// The local store's records of the ids `mine` selects.
+    fn stored(&self, mine: impl Fn(&str) -> bool) -> Result<BTreeMap<(GroupCf, Vec<u8>), Vec<u8>>> {
+        let mut out = BTreeMap::new();
+        for &cf in self.coordinator.column_families() {
+            for (k, v) in self.coordinator.store().load_groups(cf)? {
+                if self.coordinator.id_of(cf, &k).is_some_and(|id| mine(&id)) {
+                    out.insert((cf, k), v);
+                }
+            }
         }
-        Ok(())
+        Ok(out)
     }
 
     async fn write_loop(
@@ -323,7 +377,11 @@ impl CoordinatorPartitions {
                     Err(_) => break,
                 }
             }
-            let result = self.write(&topic, i, epoch, &writes).await;
+            let changes: Vec<GroupChange> = writes
+                .iter()
+                .flat_map(|w| w.changes.iter().cloned())
+                .collect();
+            let result = self.write(&topic, i, epoch, &changes).await;
             let ok = result.is_ok();
             for w in writes {
                 let _ = w.done.send(ok);
@@ -340,8 +398,14 @@ impl CoordinatorPartitions {
         }
     }
 
-    /// Appends `writes` as one batch, waits for the ISR, applies them locally.
-    async fn write(&self, topic: &Topic, i: i32, epoch: i32, writes: &[Write]) -> Result<()> {
+    /// Appends `changes` as one batch, waits for the ISR, applies them locally.
+    async fn write(
+        &self,
+        topic: &Topic,
+        i: i32,
+        epoch: i32,
+        changes: &[GroupChange],
+    ) -> Result<()> {
         let p = &topic.partitions[i as usize];
         let place = p.placement();
         if place.leader != self.me || place.leader_epoch != epoch {
@@ -354,14 +418,10 @@ impl CoordinatorPartitions {
                 min: min_isr,
             });
         }
-        let changes: Vec<GroupChange> = writes
-            .iter()
-            .flat_map(|w| w.changes.iter().cloned())
-            .collect();
         let appended = p
             .log
             .append(
-                &encode_changes(&changes),
+                &encode_changes(changes),
                 AppendOptions {
                     max_message_bytes: i32::MAX,
                     durable: false,
@@ -371,7 +431,7 @@ impl CoordinatorPartitions {
             .await?;
         let end = appended.base_offset + appended.records as i64;
         super::await_committed(p, self.me, epoch, end, min_isr, WRITE_TIMEOUT).await?;
-        self.coordinator.store().write_groups(&changes)?;
+        self.coordinator.store().write_groups(changes)?;
         self.meta
             .put(&checkpoint_key(topic.id, i), &end.to_be_bytes())
     }
@@ -447,7 +507,8 @@ impl GroupLog for CoordinatorPartitions {
     }
 }
 
-/// Metadata-store key of partition `i`'s checkpoint: the next offset to apply.
+/// Metadata-store key of partition `i`'s checkpoint: the log end its state was last
+/// written or rebuilt up to, present once that state has gone through the log.
 fn checkpoint_key(topic: Uuid, i: i32) -> Vec<u8> {
     let mut k = b"group_log_applied/".to_vec();
     k.extend_from_slice(topic.as_bytes());
