@@ -30,7 +30,7 @@ use crate::topics::{Catalog, LogDir};
 mod authority;
 pub mod cleaner;
 
-pub use authority::Reassigning;
+pub use authority::{only_dynamic, Reassigning};
 
 const CLUSTER_ID_KEY: &[u8] = b"cluster_id";
 /// The end of the last block of producer ids this broker was given (8 bytes, big-endian).

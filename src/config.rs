@@ -177,9 +177,21 @@ pub struct Config {
     pub metrics_partition_series: bool,
     /// KRaft's cluster keys (`process.roles`, `controller.quorum.voters`, ...).
     pub cluster: ClusterConfig,
-    /// Every key that was set explicitly (file, environment or override), with its value:
-    /// DescribeConfigs reports these as STATIC_BROKER_CONFIG.
+    /// Every key that was set, with the value in force: the static ones (file, environment
+    /// or override) and, over them, the dynamic ones of [`Self::dynamic`].
     pub explicit: BTreeMap<String, String>,
+    /// Where the keys of `explicit` were set: static, or in the cluster metadata.
+    pub layers: Layers,
+}
+
+/// The layers a broker's settings come from, as Kafka's `DynamicBrokerConfig` stacks them:
+/// this broker's dynamic configs (`kafka-configs --entity-type brokers --entity-name ID`)
+/// over the cluster's dynamic defaults (`--entity-default`) over the static ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Layers {
+    pub broker: BTreeMap<String, String>,
+    pub cluster: BTreeMap<String, String>,
+    pub static_: BTreeMap<String, String>,
 }
 
 /// Environment variables of the apache/kafka image that configure the JVM, not the broker.
@@ -392,7 +404,32 @@ impl Config {
             metrics_partition_series: p.bool("metrics.partition.series.enable")?,
             cluster,
             explicit: props.clone(),
+            layers: Layers {
+                static_: props.clone(),
+                ..Layers::default()
+            },
         })
+    }
+
+    /// This config with the dynamic configs `cluster` (the cluster's defaults) and `broker`
+    /// (this broker's own) over its static ones, as Kafka merges them: one set of
+    /// properties, read again, so a bad dynamic value fails here with its key named.
+    pub fn with_dynamic(
+        &self,
+        cluster: BTreeMap<String, String>,
+        broker: BTreeMap<String, String>,
+    ) -> Result<Config, ConfigError> {
+        let static_ = self.layers.static_.clone();
+        let mut props = static_.clone();
+        props.extend(cluster.iter().map(|(k, v)| (k.clone(), v.clone())));
+        props.extend(broker.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let mut c = Config::from_props(props)?;
+        c.layers = Layers {
+            broker,
+            cluster,
+            static_,
+        };
+        Ok(c)
     }
 }
 

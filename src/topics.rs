@@ -132,7 +132,9 @@ struct StoredTopic {
 /// metadata order), with their partitions' logs; persisted so a restart opens the same
 /// storage before the image is followed again.
 pub struct Catalog {
-    config: Arc<Config>,
+    /// The broker's settings with the cluster's dynamic configs over them: the topics'
+    /// defaults come from here.
+    config: RwLock<Arc<Config>>,
     metrics: Arc<Metrics>,
     meta: Arc<dyn MetaStore>,
     dirs: Vec<LogDir>,
@@ -197,7 +199,7 @@ impl Catalog {
             topics.insert(name, Arc::new(topic));
         }
         Ok(Catalog {
-            config,
+            config: RwLock::new(config),
             metrics,
             meta,
             dirs,
@@ -346,6 +348,53 @@ impl Catalog {
         v
     }
 
+    /// The broker's settings in force: the static ones with the dynamic ones over them.
+    pub fn config(&self) -> Arc<Config> {
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Takes the cluster's dynamic broker configs (`cluster`: its defaults; `broker`:
+    /// this broker's own) over the static settings, and resolves every topic's settings
+    /// again. Cheap when nothing changed; a set the broker cannot read is logged and left
+    /// out (the controller only takes sets a broker checked).
+    pub async fn reconfigure(
+        &self,
+        cluster: BTreeMap<String, String>,
+        broker: BTreeMap<String, String>,
+    ) {
+        let current = self.config();
+        if current.layers.cluster == cluster && current.layers.broker == broker {
+            return;
+        }
+        let next = match current.with_dynamic(cluster, broker) {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                tracing::error!(error = %e, "dynamic broker configs not applied");
+                return;
+            }
+        };
+        let _change = self.changes.lock().await;
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = next.clone();
+        for t in self.all() {
+            let topic = Topic {
+                name: t.name.clone(),
+                id: t.id,
+                partitions: t.partitions.clone(),
+                overrides: t.overrides.clone(),
+                effective: Effective::resolve(&t.overrides, &next),
+                metrics: t.metrics.clone(),
+            };
+            if topic.effective != t.effective {
+                topic.apply_segment_limits();
+                self.replace(topic);
+            }
+        }
+        tracing::info!(cluster = ?next.layers.cluster, broker = ?next.layers.broker, "dynamic broker configs applied");
+    }
+
     /// Makes the local catalog hold topic `name` as the cluster metadata has it: id `id`,
     /// `partitions` partitions, `configs`. A local topic of that name with another id is an
     /// older incarnation and goes first. Cheap when nothing changed.
@@ -400,7 +449,7 @@ impl Catalog {
             name: name.to_string(),
             id,
             partitions: parts,
-            effective: Effective::resolve(configs, &self.config),
+            effective: Effective::resolve(configs, &self.config()),
             overrides: configs.clone(),
             metrics: self.metrics.topic(name),
         };

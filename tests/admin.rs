@@ -278,7 +278,17 @@ fn configs_describe_with_sources_and_alter_persistently() {
     );
     let r = &broker_cfg.results[0];
     assert_eq!(r.error_code, 0);
-    assert!(r.configs.iter().all(|c| c.read_only));
+    // Writable: the dynamic keys (the topics' defaults and the cleaner's settings).
+    let writable: Vec<&str> = r
+        .configs
+        .iter()
+        .filter(|c| !c.read_only)
+        .map(|c| c.name.as_str())
+        .collect();
+    assert!(writable.contains(&"log.cleanup.policy"), "{writable:?}");
+    assert!(writable.contains(&"log.cleaner.threads"), "{writable:?}");
+    assert!(!writable.contains(&"num.partitions"), "{writable:?}");
+    assert!(!writable.contains(&"log.dirs"), "{writable:?}");
     let unknown: DescribeConfigsResponse = c.send(
         ApiKey::DescribeConfigs,
         4,
@@ -383,7 +393,7 @@ fn cluster_log_dirs_topic_partitions_and_epochs() {
 }
 
 #[test]
-fn broker_configs_only_take_deletes_and_one_node_has_nothing_to_reassign() {
+fn throttles_are_refused_their_deletes_taken_and_one_node_has_nothing_to_reassign() {
     use kafka_protocol::messages::alter_partition_reassignments_request::{
         ReassignablePartition, ReassignableTopic,
     };
@@ -416,7 +426,7 @@ fn broker_configs_only_take_deletes_and_one_node_has_nothing_to_reassign() {
     assert!(r.responses[0]
         .error_message
         .as_deref()
-        .is_some_and(|m| m.contains("static")));
+        .is_some_and(|m| m.contains("Cannot update these configs dynamically")));
 
     assert_eq!(c.create_topic("moves", 1, &[]), 0);
     let alter = |c: &mut common::Client, topic: &str, replicas: Option<Vec<i32>>| {
@@ -484,17 +494,20 @@ fn broker_configs_describe_every_key_with_sources_and_synonyms() {
             .cloned()
             .unwrap_or_else(|| panic!("{k} is not described"))
     };
-    for (key, value, source) in [
-        ("unclean.leader.election.enable", "false", 5),
-        ("replica.lag.time.max.ms", "30000", 5),
-        ("log.retention.hours", "2", 4),
-        ("log.dirs", b.dir.to_str().unwrap(), 4),
-        ("metrics.listener", "none", 4),
+    for (key, value, source, read_only) in [
+        ("unclean.leader.election.enable", "false", 5, true),
+        ("replica.lag.time.max.ms", "30000", 5, true),
+        ("log.retention.hours", "2", 4, false),
+        ("log.dirs", b.dir.to_str().unwrap(), 4, true),
+        ("metrics.listener", "none", 4, true),
     ] {
         let e = find(&r, key);
         assert_eq!(e.value.as_deref(), Some(value), "{key}");
         assert_eq!(e.config_source, source, "{key}");
-        assert!(e.read_only, "{key}: broker configs are static");
+        assert_eq!(
+            e.read_only, read_only,
+            "{key}: only dynamic keys are writable"
+        );
         assert!(e.documentation.is_some_and(|d| !d.is_empty()), "{key}");
     }
     let retention = find(&r, "log.retention.ms");

@@ -128,14 +128,7 @@ fn not_leader_answers_name_the_current_leader() {
     let cluster = Cluster::start();
     let topic = "hinted";
     let mut admin = cluster.node(1).client();
-    let create = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(name(topic))
-            .with_num_partitions(3)
-            .with_replication_factor(1)]);
-    let created: CreateTopicsResponse = admin.send(ApiKey::CreateTopics, 7, &create);
-    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+    create_unreplicated(&mut admin, topic, 3);
     let leaders = await_leaders(&cluster, topic, 3);
     let topic_id = metadata(&mut admin, topic).topics[0].topic_id;
 
@@ -321,6 +314,18 @@ fn a_follower_copies_a_compacted_log_with_its_gaps() {
     assert!(got == want || got[..] == want[3..], "{got:?}");
 }
 
+/// Creates `topic` with `partitions` partitions of one replica each, through `c`.
+fn create_unreplicated(c: &mut Client, topic: &str, partitions: i32) {
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)]);
+    let created: CreateTopicsResponse = c.send(ApiKey::CreateTopics, 7, &create);
+    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+}
+
 /// The node coordinating `group`, as FindCoordinator on `c` answers once it can.
 fn coordinator_of(c: &mut Client, group: &str) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -391,12 +396,7 @@ fn a_million_commits_leave_the_offsets_topic_near_its_live_set() {
     ]);
     let topic = "committed";
     let mut admin = cluster.node(1).client();
-    let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-        .with_name(name(topic))
-        .with_num_partitions(PARTITIONS)
-        .with_replication_factor(1)]);
-    let r: CreateTopicsResponse = admin.send(ApiKey::CreateTopics, 7, &create);
-    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+    create_unreplicated(&mut admin, topic, PARTITIONS);
     let groups: Vec<String> = (0..GROUPS).map(|g| format!("offsets-{g}")).collect();
     let coordinator = coordinator_of(&mut admin, &groups[0]);
     for g in &groups {
@@ -588,12 +588,7 @@ fn a_coordinator_rebuilding_after_its_tombstones_went_keeps_the_group_deleted() 
     ]);
     let topic = "rebuilt";
     let mut admin = cluster.node(1).client();
-    let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-        .with_name(name(topic))
-        .with_num_partitions(PARTITIONS)
-        .with_replication_factor(1)]);
-    let r: CreateTopicsResponse = admin.send(ApiKey::CreateTopics, 7, &create);
-    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+    create_unreplicated(&mut admin, topic, PARTITIONS);
     let first = coordinator_of(&mut admin, "kept");
     let preferred = await_leaders(&cluster, "__consumer_offsets", 1);
     eprintln!("__consumer_offsets-0: leader {first}, placement {preferred:?}");
@@ -692,6 +687,44 @@ fn a_coordinator_rebuilding_after_its_tombstones_went_keeps_the_group_deleted() 
                 latest
             );
             return;
+        }
+    }
+}
+
+/// Dynamic broker configs in a cluster: the cluster's default set through one node holds
+/// on every node; one broker's own config holds on that broker only.
+#[test]
+fn dynamic_broker_configs_reach_every_node_or_just_their_own() {
+    use common::{alter_broker, describe_key, SET, TOPIC};
+    let cluster = Cluster::start();
+    let mut c1 = cluster.node(1).client();
+    assert_eq!(c1.create_topic("dyn", 1, &[]), 0);
+    let set = [("log.cleanup.policy", SET, Some("compact"))];
+    assert_eq!(alter_broker(&mut c1, "", &set).0, 0);
+    let retention = [("log.retention.ms", SET, Some("123456"))];
+    let mut c2 = cluster.node(2).client();
+    assert_eq!(alter_broker(&mut c2, "2", &retention).0, 0);
+    for node in NODES {
+        let mut c = cluster.node(node).client();
+        // Each node applies the metadata in its own time.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let want_retention = if node == 2 { "123456" } else { "604800000" };
+        loop {
+            let policy = describe_key(&mut c, TOPIC, "dyn", "cleanup.policy");
+            let kept = describe_key(&mut c, TOPIC, "dyn", "retention.ms");
+            let got = (policy.map(|p| (p.0, p.1)), kept.map(|k| k.0));
+            let want = (
+                Some(("compact".to_string(), 3)),
+                Some(want_retention.to_string()),
+            );
+            if got == want {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {node}: {got:?}, want {want:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 }

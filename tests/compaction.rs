@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use common::Broker;
+use common::{alter_broker, describe_key, Broker, BROKER, DELETE, SET, TOPIC};
 use kafka_protocol::messages::{ApiKey, FetchResponse, ProduceResponse};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -296,4 +296,107 @@ fn several_cleaner_threads_clean_every_partition_in_turn() {
             assert_eq!(values, want, "{t}");
         }
     }
+}
+
+/// `kafka-configs --entity-type brokers --alter`: the topics' defaults (here
+/// `log.cleanup.policy`) and the cleaner's settings change on a running broker, for the
+/// cluster (`--entity-default`) or one broker, persist across a restart, and other keys or
+/// bad values are refused with the key named.
+#[test]
+fn the_cleanup_policy_default_and_the_cleaner_settings_change_at_run_time() {
+    let mut b = Broker::start_with(&["node.id=1", "log.cleaner.backoff.ms=50"]);
+    let mut c = b.client();
+    let topic = "by-default";
+    assert_eq!(
+        c.create_topic(
+            topic,
+            1,
+            &[("segment.ms", "1"), ("min.cleanable.dirty.ratio", "0.01")]
+        ),
+        0
+    );
+    let keyless = || keyed(&[(None, Some("n"))], Compression::None);
+    assert_eq!(produce(&mut c, topic, keyless()), 0, "delete policy: taken");
+
+    // The cluster's default: the topic, with no cleanup.policy of its own, is compacted.
+    let set = [("log.cleanup.policy", SET, Some("compact"))];
+    assert_eq!(alter_broker(&mut c, "", &set).0, 0);
+    assert_eq!(
+        describe_key(&mut c, TOPIC, topic, "cleanup.policy"),
+        Some(("compact".into(), 3, false)),
+        "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    );
+    assert_eq!(
+        describe_key(&mut c, BROKER, "", "log.cleanup.policy"),
+        Some(("compact".into(), 3, false))
+    );
+    assert_eq!(
+        produce(&mut c, topic, keyless()),
+        87,
+        "compact: INVALID_RECORD"
+    );
+
+    // This broker's own: two cleaner threads, which then clean the topic.
+    let threads = [("log.cleaner.threads", SET, Some("2"))];
+    assert_eq!(alter_broker(&mut c, "1", &threads).0, 0);
+    assert_eq!(
+        describe_key(&mut c, BROKER, "1", "log.cleaner.threads"),
+        Some(("2".into(), 2, false)),
+        "DYNAMIC_BROKER_CONFIG"
+    );
+    for v in ["1", "2", "3"] {
+        let kvs = [(Some("k"), Some(v))];
+        assert_eq!(produce(&mut c, topic, keyed(&kvs, Compression::None)), 0);
+    }
+    let kvs = [(Some("tail"), Some("t"))];
+    assert_eq!(produce(&mut c, topic, keyed(&kvs, Compression::None)), 0);
+    let got = await_log(&mut c, topic, |l| {
+        !l.iter()
+            .any(|r| r.2.as_deref() == Some("1") || r.2.as_deref() == Some("2"))
+    });
+    let values: Vec<Option<String>> = got.into_iter().map(|r| r.2).collect();
+    assert_eq!(values, [Some("3".into()), Some("t".into())], "cleaned");
+
+    // Refused, with the key named: a static key, a bad value, too many threads at once,
+    // another broker's configs.
+    let (e, m) = alter_broker(&mut c, "", &[("num.partitions", SET, Some("3"))]);
+    assert_eq!(e, 42, "INVALID_REQUEST");
+    assert!(m.unwrap().contains("num.partitions"));
+    let (e, m) = alter_broker(&mut c, "1", &[("log.cleaner.threads", SET, Some("zero"))]);
+    assert_eq!(e, 40, "INVALID_CONFIG");
+    assert!(m.unwrap().contains("log.cleaner.threads"));
+    let (e, _) = alter_broker(&mut c, "1", &[("log.cleaner.threads", SET, Some("5"))]);
+    assert_eq!(e, 40, "more than double");
+    let (e, _) = alter_broker(&mut c, "7", &threads);
+    assert_eq!(e, 42, "not this broker");
+    assert_eq!(
+        describe_key(&mut c, BROKER, "1", "num.partitions").map(|d| d.2),
+        Some(true),
+        "static keys are read-only"
+    );
+    // Deleting a key that is not set does nothing, as in Kafka (kafka-reassign-partitions
+    // clears its throttles so).
+    let unset = [("leader.replication.throttled.rate", DELETE, None)];
+    assert_eq!(alter_broker(&mut c, "1", &unset).0, 0);
+
+    // Kept across a restart (the cluster metadata holds them).
+    b.stop();
+    b.restart();
+    let mut c = b.client();
+    assert_eq!(
+        describe_key(&mut c, TOPIC, topic, "cleanup.policy"),
+        Some(("compact".into(), 3, false))
+    );
+    assert_eq!(produce(&mut c, topic, keyless()), 87);
+
+    // Deleted: the static default again.
+    let delete = [("log.cleanup.policy", DELETE, None)];
+    assert_eq!(alter_broker(&mut c, "", &delete).0, 0);
+    assert_eq!(
+        describe_key(&mut c, TOPIC, topic, "cleanup.policy"),
+        Some(("delete".into(), 5, false)),
+        "DEFAULT_CONFIG"
+    );
+    assert_eq!(describe_key(&mut c, BROKER, "", "log.cleanup.policy"), None);
+    assert_eq!(produce(&mut c, topic, keyless()), 0);
 }

@@ -544,6 +544,11 @@ fn log_cleaner_metrics_follow_its_passes() {
     let dirty = get("kafka_log_logcleanermanager_max_dirty_percent");
     assert!((0.0..=100.0).contains(&dirty), "dirty {dirty}%");
     assert!(get("kafka_log_logcleanermanager_time_since_last_run_ms") >= 0.0);
+    // The topic's max.compaction.lag.ms is Kafka's default (unbounded): never overdue.
+    assert_eq!(
+        get("kafka_log_logcleanermanager_max_compaction_delay_secs"),
+        0.0
+    );
     assert_eq!(
         get("kafka_log_logcleanermanager_uncleanable_partitions_count"),
         0.0

@@ -612,29 +612,7 @@ fn alter_group_configs(
     ops: &[(&str, i8, Option<&str>)],
     validate_only: bool,
 ) -> (i16, Option<String>) {
-    let req = IncrementalAlterConfigsRequest::default()
-        .with_validate_only(validate_only)
-        .with_resources(vec![
-            incremental_alter_configs_request::AlterConfigsResource::default()
-                .with_resource_type(32)
-                .with_resource_name(s(group))
-                .with_configs(
-                    ops.iter()
-                        .map(|(n, op, v)| {
-                            incremental_alter_configs_request::AlterableConfig::default()
-                                .with_name(s(n))
-                                .with_config_operation(*op)
-                                .with_value(v.map(s))
-                        })
-                        .collect(),
-                ),
-        ]);
-    let r: IncrementalAlterConfigsResponse = c.send(ApiKey::IncrementalAlterConfigs, 1, &req);
-    let x = &r.responses[0];
-    (
-        x.error_code,
-        x.error_message.as_ref().map(|m| m.to_string()),
-    )
+    common::alter_configs(c, 32, group, ops, validate_only)
 }
 
 /// A group's configs (`kafka-configs --entity-type groups`) are described over the broker's

@@ -276,6 +276,39 @@ check_configs() {
   fi
 }
 
+# kafka-configs --entity-type brokers: a cluster-wide dynamic default (the topics' default
+# min.cleanable.dirty.ratio) is set, shown for the cluster and under the topic's config with
+# its DYNAMIC_DEFAULT_BROKER_CONFIG synonym, and deleted; a static key is refused.
+check_broker_configs() {
+  local rc CFG=$CONFIGS E=(--entity-type brokers --entity-default) K=log.cleaner.min.cleanable.ratio
+  tool bcfga $CFG "${B[@]}" "${E[@]}" --alter --add-config "$K=0.3"; rc=$?
+  if [[ $rc -ne 0 ]] || ! grep -qx "Completed updating default config for brokers in the cluster." "$WORK/bcfga.out"; then
+    fail configs-brokers "--entity-default --alter: $(why $rc bcfga) stdout: $(snip "$WORK/bcfga.out")"; return
+  fi
+  tool bcfg1 $CFG "${B[@]}" "${E[@]}" --describe; rc=$?
+  tool bcfgt $CFG "${B[@]}" --entity-type topics --entity-name "$CT" --describe --all
+  if [[ $rc -ne 0 ]] || ! grep -qF "  $K=0.3 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:$K=0.3}" "$WORK/bcfg1.out"; then
+    fail configs-brokers "--entity-default --describe does not show $K=0.3 ($(why $rc bcfg1)); stdout: $(snip "$WORK/bcfg1.out" 400)"
+  elif ! grep -qE "^  min\.cleanable\.dirty\.ratio=0\.3 sensitive=false synonyms=\{DYNAMIC_DEFAULT_BROKER_CONFIG:$K=0\.3" "$WORK/bcfgt.out"; then
+    fail configs-brokers "topic $CT does not take the cluster's default: $(grep -E '^  min\.cleanable' "$WORK/bcfgt.out" | cut -c1-300)"
+  else
+    tool bcfgx $CFG "${B[@]}" "${E[@]}" --alter --add-config num.partitions=3; rc=$?
+    if [[ $rc -eq 0 ]] || ! grep -q "Cannot update these configs dynamically" "$WORK/bcfgx.out" "$WORK/bcfgx.err" 2>/dev/null; then
+      fail configs-brokers "num.partitions should be refused as static: $(why $rc bcfgx) $(snip "$WORK/bcfgx.err")"
+    else
+      tool bcfgd $CFG "${B[@]}" "${E[@]}" --alter --delete-config "$K"; rc=$?
+      tool bcfg2 $CFG "${B[@]}" "${E[@]}" --describe
+      if [[ $rc -eq 0 ]] && ! grep -qF "$K=" "$WORK/bcfg2.out"; then
+        pass configs-brokers
+      else
+        fail configs-brokers "--delete-config $K: $(why $rc bcfgd); describe after: $(snip "$WORK/bcfg2.out")"
+      fi
+    fi
+  fi
+  # Never leave the default behind for the checks that follow.
+  [[ -f "$WORK/bcfgd.out" ]] || tool bcfgd $CFG "${B[@]}" "${E[@]}" --alter --delete-config "$K"
+}
+
 # ---------------------------------------------------------------- delete-records
 check_delete_records() {
   local rc to=3
@@ -741,6 +774,7 @@ if want 'console|get_offsets|configs|delete_records'; then
   check_console
   want get_offsets && check_get_offsets
   want configs && check_configs
+  want configs && check_broker_configs
   want delete_records && check_delete_records
 fi
 want compaction && check_compaction

@@ -107,6 +107,40 @@ impl Broker {
         self.quorum()?.set_group_configs(group, configs).await
     }
 
+    /// Replaces the dynamic configs of broker `broker` (this broker's id, or "" for the
+    /// cluster's defaults) through the controller. Only [`crate::config::keys::DYNAMIC`]
+    /// keys are taken (INVALID_REQUEST otherwise, as Kafka answers), and the set must read
+    /// as this broker's settings (INVALID_CONFIG naming the key otherwise).
+    pub async fn set_broker_configs(
+        &self,
+        broker: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<()> {
+        only_dynamic(configs.keys().map(String::as_str))?;
+        let live = self.catalog.config();
+        let (cluster, mine) = match broker.is_empty() {
+            true => (configs.clone(), live.layers.broker.clone()),
+            false => (live.layers.cluster.clone(), configs.clone()),
+        };
+        let next = live
+            .with_dynamic(cluster, mine)
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        // Kafka's rule for resizing the cleaner: at most double, at least half.
+        let (now, then) = (live.log_cleaner_threads, next.log_cleaner_threads);
+        if then > now * 2 || then < now / 2 {
+            return Err(Error::InvalidConfig(format!(
+                "log.cleaner.threads can go from {now} to {} at least and {} at most at once, not {then}",
+                now / 2,
+                now * 2
+            )));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        self.quorum()?.set_broker_configs(broker, configs).await
+    }
+
     /// The configs set on `group` (none before this broker joined the cluster).
     pub fn group_configs(&self, group: &str) -> BTreeMap<String, String> {
         self.cluster()
@@ -242,5 +276,20 @@ impl Broker {
             Some(c) if replica_id >= 0 => c.follower_fetched(p, replica_id, fetch_offset),
             _ => p.replica.check_leader(self.node_id()),
         }
+    }
+}
+
+/// INVALID_REQUEST naming the keys of `names` a running broker does not take, as Kafka
+/// answers them; Ok when all are dynamic ([`crate::config::keys::DYNAMIC`]).
+pub fn only_dynamic<'a>(names: impl Iterator<Item = &'a str>) -> Result<()> {
+    let fixed: Vec<&str> = names
+        .filter(|k| !crate::config::keys::is_dynamic(k))
+        .collect();
+    match fixed.is_empty() {
+        true => Ok(()),
+        false => Err(Error::InvalidRequest(format!(
+            "Cannot update these configs dynamically: {}",
+            fixed.join(", ")
+        ))),
     }
 }

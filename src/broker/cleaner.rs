@@ -18,6 +18,9 @@ pub struct CleanerStats {
     pub last_run_ms: AtomicI64,
     /// The highest dirty ratio among compacted partitions at that look, in percent.
     pub max_dirty_percent: AtomicI64,
+    /// How far past its `max.compaction.lag.ms` the most overdue partition was at that
+    /// look, in seconds (Kafka's `max-compaction-delay-secs`).
+    pub max_compaction_delay_secs: AtomicI64,
     /// Each thread's last pass.
     passes: Mutex<Vec<LastPass>>,
     /// Compacted partitions whose last pass failed.
@@ -40,6 +43,7 @@ impl Default for CleanerStats {
         CleanerStats {
             last_run_ms: AtomicI64::new(crate::clock::now_ms()),
             max_dirty_percent: AtomicI64::new(0),
+            max_compaction_delay_secs: AtomicI64::new(0),
             passes: Mutex::new(Vec::new()),
             uncleanable: Mutex::new(HashSet::new()),
             in_progress: Mutex::new(HashSet::new()),
@@ -94,6 +98,11 @@ impl CleanerStats {
         };
     }
 
+    /// Forgets the last passes of threads past the first `threads`, which have stopped.
+    fn keep_threads(&self, threads: usize) {
+        locked(&self.passes).truncate(threads);
+    }
+
     fn passed(&self, thread: usize, r: &CleanReport, map_limit: usize, took: Duration) {
         let mut passes = locked(&self.passes);
         if passes.len() <= thread {
@@ -141,23 +150,64 @@ impl Broker {
         if !self.config.log_cleaner_enable {
             return;
         }
-        let threads = self.config.log_cleaner_threads;
         let io = Arc::new(IoThrottle::new(self.config.log_cleaner_io_bytes_per_sec));
         let mut set = tokio::task::JoinSet::new();
-        for thread in 0..threads {
-            set.spawn(self.clone().cleaner_thread(thread, io.clone()));
+        // The threads running, by task: one that panicked is started again.
+        let mut running: std::collections::HashMap<tokio::task::Id, usize> = Default::default();
+        let mut shutdown = self.shutdown_signal();
+        // `log.cleaner.threads` and the I/O limit are dynamic: every second the threads
+        // missing are started (a thread past the count stops at its next look) and the
+        // limit is read again.
+        loop {
+            let live = self.catalog.config();
+            io.set_rate(live.log_cleaner_io_bytes_per_sec);
+            let want = live.log_cleaner_threads;
+            self.cleaner.keep_threads(want);
+            for thread in 0..want {
+                if running.values().any(|t| *t == thread) {
+                    continue;
+                }
+                let task = set.spawn(self.clone().cleaner_thread(thread, io.clone()));
+                running.insert(task.id(), thread);
+            }
+            tokio::select! {
+                Some(ended) = set.join_next_with_id() => {
+                    let id = match ended {
+                        Ok((id, ())) => id,
+                        Err(e) => {
+                            tracing::error!(error = %e, "a log cleaner thread died; starting it again");
+                            e.id()
+                        }
+                    };
+                    running.remove(&id);
+                }
+                more = next_pass(&mut shutdown, Duration::from_secs(1)) => {
+                    if more.is_none() {
+                        break;
+                    }
+                }
+            }
         }
         while set.join_next().await.is_some() {}
     }
 
     async fn cleaner_thread(self: Arc<Self>, thread: usize, io: Arc<IoThrottle>) {
         let mut shutdown = self.shutdown_signal();
-        let backoff = Duration::from_millis(self.config.log_cleaner_backoff_ms.max(1));
         loop {
+            let live = self.catalog.config();
+            if thread >= live.log_cleaner_threads {
+                tracing::info!(
+                    thread,
+                    "log cleaner thread stops: log.cleaner.threads is {}",
+                    live.log_cleaner_threads
+                );
+                return;
+            }
             let cleaned = self.clean_dirtiest(thread, &io).await;
             if self.is_shutting_down() {
                 return;
             }
+            let backoff = Duration::from_millis(live.log_cleaner_backoff_ms.max(1));
             if !cleaned && next_pass(&mut shutdown, backoff).await.is_none() {
                 return;
             }
@@ -171,6 +221,8 @@ impl Broker {
         // (must clean: max.compaction.lag.ms passed, dirty ratio, topic, partition)
         let mut best: Option<(bool, f64, Arc<Topic>, Arc<Partition>)> = None;
         let mut max_ratio = 0f64;
+        // How far past max.compaction.lag.ms the most overdue partition is, in ms.
+        let mut max_delay_ms = 0i64;
         for topic in self.catalog.all() {
             let e = topic.effective;
             if !topic.is_compacted() {
@@ -190,8 +242,14 @@ impl Broker {
                 if d.dirty_bytes == 0 && !d.deletes_due {
                     continue;
                 }
-                let overdue = d.first_dirty_timestamp >= 0
-                    && now.saturating_sub(d.first_dirty_timestamp) > e.max_compaction_lag_ms;
+                let past_lag = match d.first_dirty_timestamp >= 0 {
+                    true => now
+                        .saturating_sub(d.first_dirty_timestamp)
+                        .saturating_sub(e.max_compaction_lag_ms),
+                    false => 0,
+                };
+                max_delay_ms = max_delay_ms.max(past_lag);
+                let overdue = past_lag > 0;
                 let ratio = d.ratio();
                 max_ratio = max_ratio.max(ratio);
                 if !overdue && !d.deletes_due && ratio * 1e6 < e.min_cleanable_ppm as f64 {
@@ -211,6 +269,9 @@ impl Broker {
         stats
             .max_dirty_percent
             .store((max_ratio * 100.0) as i64, Ordering::Relaxed);
+        stats
+            .max_compaction_delay_secs
+            .store(max_delay_ms / 1000, Ordering::Relaxed);
         let Some((_, ratio, topic, p)) = best else {
             return false;
         };
@@ -219,6 +280,7 @@ impl Broker {
             return true;
         };
         let e = topic.effective;
+        let live = self.catalog.config();
         let rules = CleanRules {
             now_ms: now,
             // The coordinators' topics too: a coordinator rebuilds a partition's state
@@ -227,8 +289,8 @@ impl Broker {
             delete_retention_ms: e.delete_retention_ms,
             min_compaction_lag_ms: e.min_compaction_lag_ms,
             // Kafka shares the dedupe buffer out among the threads.
-            dedupe_buffer_bytes: self.config.log_cleaner_dedupe_buffer_bytes
-                / self.config.log_cleaner_threads.max(1),
+            dedupe_buffer_bytes: live.log_cleaner_dedupe_buffer_bytes
+                / live.log_cleaner_threads.max(1),
         };
         tracing::info!(topic = %topic.name, partition = p.index, dirty_ratio = ratio, "cleaning");
         let started = Instant::now();

@@ -26,9 +26,39 @@ pub enum Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     DynamicTopic = 1,
+    DynamicBroker = 2,
+    DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
     DynamicGroup = 8,
+}
+
+/// The keys a running broker takes from the cluster metadata (`kafka-configs --alter
+/// --entity-type brokers`), a part of what Kafka's `DynamicBrokerConfig` allows: the
+/// topics' defaults and the log cleaner's settings.
+pub const DYNAMIC: &[&str] = &[
+    "log.cleanup.policy",
+    "log.cleaner.delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio",
+    "log.cleaner.threads",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.backoff.ms",
+    "log.retention.ms",
+    "log.retention.minutes",
+    "log.retention.hours",
+    "log.retention.bytes",
+    "log.segment.bytes",
+    "log.roll.ms",
+    "message.max.bytes",
+    "min.insync.replicas",
+];
+
+/// Whether `name` may be changed on a running broker ([`DYNAMIC`]).
+pub fn is_dynamic(name: &str) -> bool {
+    DYNAMIC.contains(&name)
 }
 
 /// How a value given for a key is checked before the broker starts.
@@ -741,11 +771,19 @@ pub fn describe(k: &Key, c: &Config) -> Described {
         k.synonyms
     };
     let members = || group.iter().filter_map(|n| lookup(n));
-    let explicit = members().filter_map(|m| {
-        c.explicit.get(m.name).map(|v| Synonym {
-            name: m.name,
-            value: normalized(m, v.trim()),
-            source: Source::StaticBroker,
+    // Kafka lists a key's synonyms layer by layer, the strongest layer first.
+    let layers = [
+        (&c.layers.broker, Source::DynamicBroker),
+        (&c.layers.cluster, Source::DynamicDefaultBroker),
+        (&c.layers.static_, Source::StaticBroker),
+    ];
+    let explicit = layers.into_iter().flat_map(|(layer, source)| {
+        members().filter_map(move |m| {
+            layer.get(m.name).map(|v| Synonym {
+                name: m.name,
+                value: normalized(m, v.trim()),
+                source,
+            })
         })
     });
     let defaults = members().filter_map(|m| {
@@ -850,6 +888,48 @@ mod tests {
     fn load(overrides: &[&str]) -> Config {
         let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
         Config::load(None, Vec::new(), &o).unwrap()
+    }
+
+    #[test]
+    fn dynamic_keys_are_keys_and_describe_names_their_layer() {
+        for name in DYNAMIC {
+            assert!(lookup(name).is_some(), "{name}");
+        }
+        let c = load(&["log.retention.hours=2"])
+            .with_dynamic(
+                BTreeMap::from([("log.retention.hours".into(), "3".into())]),
+                BTreeMap::from([("log.retention.hours".into(), "4".into())]),
+            )
+            .unwrap();
+        assert_eq!(c.log_retention_ms, 4 * 3_600_000);
+        let d = describe(lookup("log.retention.hours").unwrap(), &c);
+        assert_eq!(d.value.as_deref(), Some("4"));
+        assert_eq!(d.source, Source::DynamicBroker);
+        let layers: Vec<(&str, Source)> = d
+            .synonyms
+            .iter()
+            .map(|s| (s.value.as_str(), s.source))
+            .collect();
+        assert_eq!(
+            layers,
+            [
+                ("4", Source::DynamicBroker),
+                ("3", Source::DynamicDefaultBroker),
+                ("2", Source::StaticBroker),
+                ("168", Source::Default)
+            ]
+        );
+        let e = load(&[])
+            .with_dynamic(
+                BTreeMap::from([("log.cleaner.threads".into(), "many".into())]),
+                BTreeMap::new(),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("log.cleaner.threads") && e.contains("many"),
+            "{e}"
+        );
     }
 
     #[test]

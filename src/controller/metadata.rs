@@ -168,6 +168,13 @@ pub enum Record {
         group: String,
         configs: BTreeMap<String, String>,
     },
+    /// Dynamic broker configs, replaced whole (KRaft's ConfigRecords for a BROKER
+    /// resource): `broker` is a node id, or empty for the cluster's defaults; empty
+    /// `configs` removes them.
+    BrokerConfigs {
+        broker: String,
+        configs: BTreeMap<String, String>,
+    },
 }
 
 /// The cluster feature of KIP-890 part 2: at level 2 a transactional producer's epoch is
@@ -250,6 +257,10 @@ pub struct Image {
     /// Groups' configs (`kafka-configs --entity-type groups`), by group id.
     #[serde(default)]
     pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Dynamic broker configs (`kafka-configs --entity-type brokers`), by node id; the
+    /// cluster's defaults under "".
+    #[serde(default)]
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 fn no_offset() -> i64 {
@@ -426,6 +437,12 @@ impl Image {
                 match configs.is_empty() {
                     true => self.group_configs.remove(group),
                     false => self.group_configs.insert(group.clone(), configs.clone()),
+                };
+            }
+            Record::BrokerConfigs { broker, configs } => {
+                match configs.is_empty() {
+                    true => self.broker_configs.remove(broker),
+                    false => self.broker_configs.insert(broker.clone(), configs.clone()),
                 };
             }
         }

@@ -81,6 +81,12 @@ pub enum BrokerRequest {
         group: String,
         configs: std::collections::BTreeMap<String, String>,
     },
+    /// (Incremental)AlterConfigs on a BROKER resource: its dynamic configs, whole ("" for
+    /// the cluster's defaults).
+    SetBrokerConfigs {
+        broker: String,
+        configs: std::collections::BTreeMap<String, String>,
+    },
     /// UpdateFeatures: new finalized levels, all or none (`validate_only`: only checked).
     UpdateFeatures {
         updates: Vec<super::metadata::FeatureUpdate>,

@@ -519,6 +519,15 @@ impl ControllerNode {
                 })
                 .await
             }
+            BrokerRequest::SetBrokerConfigs { broker, configs } => {
+                self.decide(|_, _| {
+                    Ok((
+                        BrokerReply::Done,
+                        vec![Record::BrokerConfigs { broker, configs }],
+                    ))
+                })
+                .await
+            }
             BrokerRequest::DeleteTopic { name } => {
                 self.decide(|image, _| {
                     Ok((BrokerReply::Done, image.delete_topic(&name).map_err(err)?))

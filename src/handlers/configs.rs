@@ -1,8 +1,10 @@
 //! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs. Topic configs are described
 //! with their defaults and the right `source`; topic changes are validated and persisted.
-//! Broker configs are static (server.properties), so they are described read-only and
-//! changes to them are refused with a message saying so. Group configs (KIP-848, KIP-932)
-//! are described over the broker's defaults and changed through the controller.
+//! Broker configs are described layer by layer (this broker's dynamic ones, the cluster's
+//! dynamic defaults, the static ones); the dynamic keys (`config::keys::DYNAMIC`: the
+//! topics' defaults and the cleaner's settings) change through the controller, the others
+//! are read-only. Group configs (KIP-848, KIP-932) are described over the broker's
+//! defaults and changed through the controller.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -53,8 +55,8 @@ pub fn topic_entries(
                 }
                 None => (default.clone(), default_source),
             };
-            if let (Some(bk), Source::StaticBroker) = (k.broker_key, default_source) {
-                synonyms.push(synonym(bk, &default, Source::StaticBroker));
+            if let Some(bk) = k.broker_key.filter(|_| default_source != Source::Default) {
+                synonyms.push(synonym(bk, &default, default_source));
             }
             synonyms.push(synonym(
                 k.broker_key.unwrap_or(k.name),
@@ -117,18 +119,30 @@ fn synonym(name: &str, value: &str, source: Source) -> DescribeConfigsSynonym {
         .with_source(source as i8)
 }
 
-/// The broker's settings as DescribeConfigs shows them: every key Cairn accepts, all
-/// static, so all read-only.
-fn broker_entries(c: &Config, only: Option<&[StrBytes]>) -> Vec<DescribeConfigsResourceResult> {
+/// The broker's settings as DescribeConfigs shows them: every key Cairn accepts, the
+/// dynamic ones writable; for the cluster's defaults (`default`, an empty resource name),
+/// only the keys set there, as Kafka shows them.
+fn broker_entries(
+    c: &Config,
+    default: bool,
+    only: Option<&[StrBytes]>,
+) -> Vec<DescribeConfigsResourceResult> {
     config::keys::KEYS
         .iter()
         .filter(|k| only.is_none_or(|o| o.iter().any(|n| n.as_str() == k.name)))
+        .filter(|k| !default || c.layers.cluster.contains_key(k.name))
         .map(|k| {
-            let d = config::keys::describe(k, c);
+            let mut d = config::keys::describe(k, c);
+            if default {
+                d.synonyms
+                    .retain(|s| s.source == Source::DynamicDefaultBroker && s.name == k.name);
+                d.value = d.synonyms.first().map(|s| s.value.clone());
+                d.source = Source::DynamicDefaultBroker;
+            }
             DescribeConfigsResourceResult::default()
                 .with_name(str_bytes(k.name))
                 .with_value(d.value.map(str_bytes))
-                .with_read_only(true)
+                .with_read_only(!config::keys::is_dynamic(k.name))
                 .with_config_source(d.source as i8)
                 .with_synonyms(
                     d.synonyms
@@ -160,10 +174,11 @@ pub async fn describe(
                 RESOURCE_TOPIC => broker
                     .catalog
                     .get(r.resource_name.as_str())
-                    .map(|t| topic_entries(&t.overrides, &broker.config, only))
+                    .map(|t| topic_entries(&t.overrides, &broker.catalog.config(), only))
                     .ok_or(Error::UnknownTopicOrPartition),
-                RESOURCE_BROKER => check_broker_name(broker, r.resource_name.as_str())
-                    .map(|_| broker_entries(&broker.config, only)),
+                RESOURCE_BROKER => check_broker_name(broker, r.resource_name.as_str()).map(|_| {
+                    broker_entries(&broker.catalog.config(), r.resource_name.is_empty(), only)
+                }),
                 RESOURCE_GROUP => Ok(group_entries(
                     &broker.group_configs(r.resource_name.as_str()),
                     &broker.config,
@@ -207,15 +222,6 @@ fn check_broker_name(broker: &Broker, name: &str) -> Result<()> {
     }
 }
 
-fn refuse_broker(broker: &Broker, name: &str) -> Error {
-    match check_broker_name(broker, name) {
-        Err(e) => e,
-        Ok(()) => Error::InvalidRequest(
-            "broker configs are static in Cairn: set them in server.properties or with --override and restart".into(),
-        ),
-    }
-}
-
 pub async fn alter(
     broker: &Arc<Broker>,
     _ctx: &RequestContext<'_>,
@@ -252,7 +258,15 @@ pub async fn alter(
                     }
                 }
             }
-            RESOURCE_BROKER => Err(refuse_broker(broker, name)),
+            RESOURCE_BROKER => match check_broker_name(broker, name) {
+                Ok(()) => {
+                    let _serialised = broker.catalog.config_changes.lock().await;
+                    broker
+                        .set_broker_configs(name, configs, req.validate_only)
+                        .await
+                }
+                Err(e) => Err(e),
+            },
             other => Err(Error::InvalidRequest(format!(
                 "config resource type {other} is not supported"
             ))),
@@ -296,13 +310,15 @@ pub async fn incremental_alter(
                 )
                 .await
             }
-            // Cairn has no dynamic broker configs, so deleting one is always a no-op that
-            // succeeds, as in Kafka for a key never set (kafka-reassign-partitions clears
-            // its throttles this way); anything else is refused.
-            RESOURCE_BROKER => match check_broker_name(broker, r.resource_name.as_str()) {
-                Ok(()) if r.configs.iter().all(|c| c.config_operation == OP_DELETE) => Ok(()),
-                _ => Err(refuse_broker(broker, r.resource_name.as_str())),
-            },
+            RESOURCE_BROKER => {
+                alter_broker_incrementally(
+                    broker,
+                    r.resource_name.as_str(),
+                    &r.configs,
+                    req.validate_only,
+                )
+                .await
+            }
             other => Err(Error::InvalidRequest(format!(
                 "config resource type {other} is not supported"
             ))),
@@ -333,7 +349,12 @@ async fn alter_topic_incrementally(
         .catalog
         .get(name)
         .ok_or(Error::UnknownTopicOrPartition)?;
-    let next = apply_ops(&topic.overrides, &broker.config, ops)?;
+    let live = broker.catalog.config();
+    let next = apply_ops(&topic.overrides, ops, |name| {
+        let key = topic_config::lookup(name)
+            .ok_or_else(|| Error::InvalidConfig(format!("unknown topic config {name}")))?;
+        Ok((key.kind, topic_config::default_value(key, &live).0))
+    })?;
     broker
         .set_topic_configs(&topic.name, next, validate_only)
         .await
@@ -379,17 +400,54 @@ async fn alter_group_incrementally(
     broker.set_group_configs(group, next, validate_only).await
 }
 
-/// Applies SET / DELETE / APPEND / SUBTRACT to a topic's overrides.
+/// Reads the dynamic configs of broker `name` ("" for the cluster's defaults), applies
+/// `ops` and writes the result, serialised with every other config change. Deleting a key
+/// that is not set does nothing, as in Kafka (kafka-reassign-partitions clears its
+/// throttles this way).
+async fn alter_broker_incrementally(
+    broker: &Broker,
+    name: &str,
+    ops: &[AlterableConfig],
+    validate_only: bool,
+) -> Result<()> {
+    check_broker_name(broker, name)?;
+    let _serialised = broker.catalog.config_changes.lock().await;
+    let live = broker.catalog.config();
+    let current = match name.is_empty() {
+        true => &live.layers.cluster,
+        false => &live.layers.broker,
+    };
+    let ops: Vec<AlterableConfig> = ops
+        .iter()
+        .filter(|op| op.config_operation != OP_DELETE || current.contains_key(op.name.as_str()))
+        .cloned()
+        .collect();
+    crate::broker::only_dynamic(ops.iter().map(|op| op.name.as_str()))?;
+    let next = apply_ops(current, &ops, |key| {
+        let k = config::keys::lookup(key)
+            .ok_or_else(|| Error::InvalidConfig(format!("unknown broker config {key}")))?;
+        Ok((
+            k.kind,
+            config::keys::describe(k, &live).value.unwrap_or_default(),
+        ))
+    })?;
+    if next == *current {
+        return Ok(());
+    }
+    broker.set_broker_configs(name, next, validate_only).await
+}
+
+/// Applies SET / DELETE / APPEND / SUBTRACT to a set of configs; `key` gives a key's type
+/// and the value it has when the set leaves it out (what APPEND and SUBTRACT start from).
 fn apply_ops(
     current: &BTreeMap<String, String>,
-    broker: &Config,
     ops: &[AlterableConfig],
+    key: impl Fn(&str) -> Result<(Kind, String)>,
 ) -> Result<BTreeMap<String, String>> {
     let mut next = current.clone();
     for op in ops {
         let name = op.name.to_string();
-        let key = topic_config::lookup(&name)
-            .ok_or_else(|| Error::InvalidConfig(format!("unknown topic config {name}")))?;
+        let (kind, default) = key(&name)?;
         let value = op.value.as_ref().map(|v| v.to_string());
         match op.config_operation {
             OP_SET => {
@@ -401,15 +459,12 @@ fn apply_ops(
                 next.remove(&name);
             }
             OP_APPEND | OP_SUBTRACT => {
-                if key.kind != Kind::List {
+                if kind != Kind::List {
                     return Err(Error::InvalidConfig(format!(
                         "{name} is not a list: APPEND and SUBTRACT do not apply"
                     )));
                 }
-                let base = next
-                    .get(&name)
-                    .cloned()
-                    .unwrap_or_else(|| topic_config::default_value(key, broker).0);
+                let base = next.get(&name).cloned().unwrap_or(default);
                 let mut items: Vec<String> = base
                     .split(',')
                     .map(str::trim)

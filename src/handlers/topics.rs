@@ -133,7 +133,7 @@ async fn create_one(
     broker
         .create_topic(&t.name, layout, configs.clone(), validate_only)
         .await?;
-    let described = topic_entries(&configs, &broker.config, None)
+    let described = topic_entries(&configs, &broker.catalog.config(), None)
         .into_iter()
         .map(|c| {
             CreatableTopicConfigs::default()

@@ -252,7 +252,8 @@ pub struct CleanRules {
 /// `CHECK_INTERVAL`; a period that went faster than the rate sleeps, holding the others
 /// back too, until its bytes took as long as the rate allows.
 pub struct IoThrottle {
-    bytes_per_sec: f64,
+    /// The rate (an `f64`'s bits): a running broker may change it.
+    bytes_per_sec: std::sync::atomic::AtomicU64,
     period: tokio::sync::Mutex<(tokio::time::Instant, u64)>,
 }
 
@@ -261,9 +262,24 @@ impl IoThrottle {
 
     pub fn new(bytes_per_sec: f64) -> IoThrottle {
         IoThrottle {
-            bytes_per_sec,
+            bytes_per_sec: std::sync::atomic::AtomicU64::new(bytes_per_sec.to_bits()),
             period: tokio::sync::Mutex::new((tokio::time::Instant::now(), 0)),
         }
+    }
+
+    /// Holds the passes to `bytes_per_sec` from now on.
+    pub fn set_rate(&self, bytes_per_sec: f64) {
+        self.bytes_per_sec.store(
+            bytes_per_sec.to_bits(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    fn rate(&self) -> f64 {
+        f64::from_bits(
+            self.bytes_per_sec
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// Counts `bytes` read or written, and sleeps when the period's rate is over the limit.
@@ -275,7 +291,7 @@ impl IoThrottle {
         if elapsed <= Self::CHECK_INTERVAL || *seen == 0 {
             return;
         }
-        let allowed = std::time::Duration::from_secs_f64(*seen as f64 / self.bytes_per_sec);
+        let allowed = std::time::Duration::from_secs_f64(*seen as f64 / self.rate());
         if let Some(wait) = allowed.checked_sub(elapsed) {
             tokio::time::sleep(wait).await;
         }

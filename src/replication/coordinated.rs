@@ -282,7 +282,7 @@ impl CoordinatorPartitions {
             self.write(topic, i, epoch, &changes).await?;
         }
         let target = p.log.offsets().log_end;
-        let mut latest: BTreeMap<(GroupCf, Vec<u8>), Option<Vec<u8>>> = BTreeMap::new();
+        let mut latest: BTreeMap<StoredKey, Option<Vec<u8>>> = BTreeMap::new();
         let mut next = p.log.offsets().log_start;
         while next < target {
             let read = p
@@ -350,7 +350,7 @@ impl CoordinatorPartitions {
     }
 
     /// The local store's records of the ids `mine` selects.
-    fn stored(&self, mine: impl Fn(&str) -> bool) -> Result<BTreeMap<(GroupCf, Vec<u8>), Vec<u8>>> {
+    fn stored(&self, mine: impl Fn(&str) -> bool) -> Result<Stored> {
         let mut out = BTreeMap::new();
         for &cf in self.coordinator.column_families() {
             for (k, v) in self.coordinator.store().load_groups(cf)? {
@@ -506,6 +506,11 @@ impl GroupLog for CoordinatorPartitions {
         rx
     }
 }
+
+/// A record of a coordinator's store: its column family and key.
+type StoredKey = (GroupCf, Vec<u8>);
+/// Stored records and their values.
+type Stored = BTreeMap<StoredKey, Vec<u8>>;
 
 /// Metadata-store key of partition `i`'s checkpoint: the log end its state was last
 /// written or rebuilt up to, present once that state has gone through the log.

@@ -361,6 +361,10 @@ impl Cluster {
     async fn apply_image(&self, image: &Image) -> Result<()> {
         let node = &self.node;
         let me = node.id();
+        let dynamic = |name: &str| image.broker_configs.get(name).cloned().unwrap_or_default();
+        node.catalog
+            .reconfigure(dynamic(""), dynamic(&me.to_string()))
+            .await;
         let mut work: BTreeMap<i32, FetchWork> = BTreeMap::new();
         for t in image.topics.values() {
             if t.partitions.is_empty() {
@@ -795,6 +799,27 @@ impl Cluster {
         let done =
             |i: &Arc<Image>| i.group_configs.get(group).cloned().unwrap_or_default() == configs;
         let _ = tokio::time::timeout(LOCAL_APPLY_TIMEOUT, image.wait_for(done)).await;
+        Ok(())
+    }
+
+    /// Replaces the dynamic configs of broker `broker` ("" for the cluster's defaults)
+    /// through the controller; returns once this broker has applied them (bounded).
+    pub async fn set_broker_configs(
+        &self,
+        broker: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<()> {
+        self.ask(BrokerRequest::SetBrokerConfigs {
+            broker: broker.to_string(),
+            configs: configs.clone(),
+        })
+        .await?;
+        let mine = !broker.is_empty();
+        self.await_applied(|c| {
+            let layers = c.config().layers.clone();
+            configs == if mine { layers.broker } else { layers.cluster }
+        })
+        .await;
         Ok(())
     }
 

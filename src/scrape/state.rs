@@ -71,6 +71,11 @@ fn cleaner_gauges(out: &mut Vec<MetricFamily>, broker: &Broker) {
             c.max_dirty_percent.load(Relaxed),
         ),
         (
+            "kafka_log_logcleanermanager_max_compaction_delay_secs",
+            "How far past its max.compaction.lag.ms the most overdue compacted partition was at the cleaner's last look, in seconds",
+            c.max_compaction_delay_secs.load(Relaxed),
+        ),
+        (
             "kafka_log_logcleanermanager_time_since_last_run_ms",
             "Milliseconds since the cleaner last looked for a partition to clean",
             since.max(0),

@@ -501,6 +501,95 @@ impl Client {
 }
 
 /// A plain HTTP/1.0 GET: (status, body).
+/// IncrementalAlterConfigs on one resource (`resource_type`: [`TOPIC`], [`BROKER`] with
+/// "" for the cluster's defaults, 32 for a group), ops as (name, operation, value):
+/// (error code, message).
+pub fn alter_configs(
+    c: &mut Client,
+    resource_type: i8,
+    name: &str,
+    ops: &[(&str, i8, Option<&str>)],
+    validate_only: bool,
+) -> (i16, Option<String>) {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    };
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    let req = IncrementalAlterConfigsRequest::default()
+        .with_validate_only(validate_only)
+        .with_resources(vec![AlterConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(s(name))
+            .with_configs(
+                ops.iter()
+                    .map(|(k, op, v)| {
+                        AlterableConfig::default()
+                            .with_name(s(k))
+                            .with_config_operation(*op)
+                            .with_value(v.map(s))
+                    })
+                    .collect(),
+            )]);
+    let r: IncrementalAlterConfigsResponse = c.send(ApiKey::IncrementalAlterConfigs, 1, &req);
+    let r = &r.responses[0];
+    (
+        r.error_code,
+        r.error_message.as_ref().map(|m| m.to_string()),
+    )
+}
+
+/// [`alter_configs`] on a broker resource (`name` "" for the cluster's defaults).
+pub fn alter_broker(
+    c: &mut Client,
+    name: &str,
+    ops: &[(&str, i8, Option<&str>)],
+) -> (i16, Option<String>) {
+    alter_configs(c, BROKER, name, ops, false)
+}
+
+/// DescribeConfigs of one key: (value, config_source, read_only), None when not listed.
+pub fn describe_key(
+    c: &mut Client,
+    resource_type: i8,
+    name: &str,
+    key: &str,
+) -> Option<(String, i8, bool)> {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+    use kafka_protocol::protocol::StrBytes;
+    let req =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(StrBytes::from_string(name.to_string()))
+            .with_configuration_keys(None)]);
+    let r: DescribeConfigsResponse = c.send(ApiKey::DescribeConfigs, 4, &req);
+    assert_eq!(
+        r.results[0].error_code, 0,
+        "{:?}",
+        r.results[0].error_message
+    );
+    r.results[0]
+        .configs
+        .iter()
+        .find(|e| e.name.as_str() == key)
+        .map(|e| {
+            (
+                e.value.as_ref().map(|v| v.to_string()).unwrap_or_default(),
+                e.config_source,
+                e.read_only,
+            )
+        })
+}
+
+/// IncrementalAlterConfigs operations and DescribeConfigs resource types.
+pub const SET: i8 = 0;
+pub const DELETE: i8 = 1;
+pub const TOPIC: i8 = 2;
+pub const BROKER: i8 = 4;
+
 pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     try_http_get(addr, path).unwrap_or_else(|e| panic!("GET {addr}{path}: {e}"))
 }
