@@ -405,22 +405,7 @@ fn a_million_commits_leave_the_offsets_topic_near_its_live_set() {
     let mut c = cluster.node(coordinator).client();
     // Rounds of one commit request per group (every partition, offset = round), 64
     // requests in flight at a time.
-    let commit = |round: i64, group: &str| {
-        OffsetCommitRequest::default()
-            .with_group_id(GroupId(StrBytes::from_string(group.into())))
-            .with_generation_id_or_member_epoch(-1)
-            .with_topics(vec![OffsetCommitRequestTopic::default()
-                .with_name(name(topic))
-                .with_partitions(
-                    (0..PARTITIONS)
-                        .map(|p| {
-                            OffsetCommitRequestPartition::default()
-                                .with_partition_index(p)
-                                .with_committed_offset(round)
-                        })
-                        .collect(),
-                )])
-    };
+    let commit = |round: i64, group: &str| commit_request(group, topic, PARTITIONS, round);
     let requests: Vec<(i64, &String)> = (1..=ROUNDS)
         .flat_map(|round| groups.iter().map(move |g| (round, g)))
         .collect();
@@ -506,10 +491,10 @@ fn a_million_commits_leave_the_offsets_topic_near_its_live_set() {
     assert_eq!(committed(&mut c, deleted, topic, PARTITIONS).unwrap(), none);
 }
 
-/// Commits `offset` for partitions 0..n of `topic` as `group` (a simple commit, no
-/// member), asserting no partition failed.
-fn commit(c: &mut Client, group: &str, topic: &str, n: i32, offset: i64) {
-    let req = OffsetCommitRequest::default()
+/// OffsetCommit of `offset` for partitions 0..n of `topic` as `group` (a simple commit, no
+/// member).
+fn commit_request(group: &str, topic: &str, n: i32, offset: i64) -> OffsetCommitRequest {
+    OffsetCommitRequest::default()
         .with_group_id(GroupId(StrBytes::from_string(group.into())))
         .with_generation_id_or_member_epoch(-1)
         .with_topics(vec![OffsetCommitRequestTopic::default()
@@ -522,7 +507,13 @@ fn commit(c: &mut Client, group: &str, topic: &str, n: i32, offset: i64) {
                             .with_committed_offset(offset)
                     })
                     .collect(),
-            )]);
+            )])
+}
+
+/// Commits `offset` for partitions 0..n of `topic` as `group`, asserting no partition
+/// failed.
+fn commit(c: &mut Client, group: &str, topic: &str, n: i32, offset: i64) {
+    let req = commit_request(group, topic, n, offset);
     let r: OffsetCommitResponse = c.send(ApiKey::OffsetCommit, 8, &req);
     let errors: Vec<i16> = r.topics[0]
         .partitions

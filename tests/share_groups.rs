@@ -576,24 +576,9 @@ fn share_coordinator_keeps_merges_and_fences() {
 }
 
 fn describe_group_configs(c: &mut Client, group: &str) -> Vec<(String, String, i8)> {
-    let req = DescribeConfigsRequest::default().with_resources(vec![
-        describe_configs_request::DescribeConfigsResource::default()
-            .with_resource_type(32)
-            .with_resource_name(s(group)),
-    ]);
-    let r: DescribeConfigsResponse = c.send(ApiKey::DescribeConfigs, 4, &req);
-    assert_eq!(
-        r.results[0].error_code, 0,
-        "{:?}",
-        r.results[0].error_message
-    );
-    r.results[0]
-        .configs
-        .iter()
-        .map(|e| {
-            let v = e.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
-            (e.name.to_string(), v, e.config_source)
-        })
+    common::describe_configs(c, 32, group)
+        .into_iter()
+        .map(|(name, value, source, _)| (name, value, source))
         .collect()
 }
 

@@ -550,16 +550,14 @@ pub fn alter_broker(
     alter_configs(c, BROKER, name, ops, false)
 }
 
-/// DescribeConfigs of one key: (value, config_source, read_only), None when not listed.
-pub fn describe_key(
+/// DescribeConfigs of one resource, every key: (name, value, config_source, read_only).
+pub fn describe_configs(
     c: &mut Client,
     resource_type: i8,
     name: &str,
-    key: &str,
-) -> Option<(String, i8, bool)> {
+) -> Vec<(String, String, i8, bool)> {
     use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
     use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
-    use kafka_protocol::protocol::StrBytes;
     let req =
         DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
             .with_resource_type(resource_type)
@@ -574,14 +572,28 @@ pub fn describe_key(
     r.results[0]
         .configs
         .iter()
-        .find(|e| e.name.as_str() == key)
         .map(|e| {
             (
+                e.name.to_string(),
                 e.value.as_ref().map(|v| v.to_string()).unwrap_or_default(),
                 e.config_source,
                 e.read_only,
             )
         })
+        .collect()
+}
+
+/// DescribeConfigs of one key: (value, config_source, read_only), None when not listed.
+pub fn describe_key(
+    c: &mut Client,
+    resource_type: i8,
+    name: &str,
+    key: &str,
+) -> Option<(String, i8, bool)> {
+    describe_configs(c, resource_type, name)
+        .into_iter()
+        .find(|e| e.0 == key)
+        .map(|(_, value, source, read_only)| (value, source, read_only))
 }
 
 /// IncrementalAlterConfigs operations and DescribeConfigs resource types.
