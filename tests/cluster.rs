@@ -403,8 +403,12 @@ fn a_million_commits_leave_the_offsets_topic_near_its_live_set() {
         assert_eq!(coordinator_of(&mut admin, g), coordinator, "one partition");
     }
     let mut c = cluster.node(coordinator).client();
-    // Rounds of one commit request per group (every partition, offset = round), 64
-    // requests in flight at a time.
+    // Once the coordinator knows the topic and has loaded its partition (round 0), rounds
+    // of one commit request per group (every partition, offset = round), 64 requests in
+    // flight at a time.
+    for g in &groups {
+        commit(&mut c, g, topic, PARTITIONS, 0);
+    }
     let commit = |round: i64, group: &str| commit_request(group, topic, PARTITIONS, round);
     let requests: Vec<(i64, &String)> = (1..=ROUNDS)
         .flat_map(|round| groups.iter().map(move |g| (round, g)))
@@ -511,17 +515,34 @@ fn commit_request(group: &str, topic: &str, n: i32, offset: i64) -> OffsetCommit
 }
 
 /// Commits `offset` for partitions 0..n of `topic` as `group`, asserting no partition
-/// failed.
+/// failed. Retriable answers are retried for a minute, as clients do: a topic just created
+/// elsewhere may not be known here yet, and a coordinator may still be loading.
 fn commit(c: &mut Client, group: &str, topic: &str, n: i32, offset: i64) {
+    const RETRIABLE: [i16; 4] = [
+        3,  // UNKNOWN_TOPIC_OR_PARTITION
+        14, // COORDINATOR_LOAD_IN_PROGRESS
+        15, // COORDINATOR_NOT_AVAILABLE
+        16, // NOT_COORDINATOR
+    ];
     let req = commit_request(group, topic, n, offset);
-    let r: OffsetCommitResponse = c.send(ApiKey::OffsetCommit, 8, &req);
-    let errors: Vec<i16> = r.topics[0]
-        .partitions
-        .iter()
-        .map(|p| p.error_code)
-        .filter(|e| *e != 0)
-        .collect();
-    assert!(errors.is_empty(), "commit errors of {group}: {errors:?}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r: OffsetCommitResponse = c.send(ApiKey::OffsetCommit, 8, &req);
+        let errors: Vec<i16> = r.topics[0]
+            .partitions
+            .iter()
+            .map(|p| p.error_code)
+            .filter(|e| *e != 0)
+            .collect();
+        if errors.is_empty() {
+            return;
+        }
+        assert!(
+            errors.iter().all(|e| RETRIABLE.contains(e)) && Instant::now() < deadline,
+            "commit errors of {group}: {errors:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Records of the partition `c`'s broker leads whose key names `id`: (tombstones, others).
