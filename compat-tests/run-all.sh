@@ -11,7 +11,7 @@ CAIRN=${1:?usage: run-all.sh path/to/cairn [suite...]}
 shift
 here=$(cd "$(dirname "$0")" && pwd)
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 java-cluster kcat librdkafka librdkafka-2.15.1 librdkafka-2.15.1-consumer librdkafka-cluster kafka-python franz-go kafkajs confluent-kafka connect)
+[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 java-cluster kcat tls librdkafka librdkafka-2.15.1 librdkafka-2.15.1-consumer librdkafka-cluster kafka-python franz-go kafkajs confluent-kafka connect)
 # LIBRDKAFKA_CACHE, if the caller set it, is Debian's librdkafka's (LIBRDKAFKA_NEWEST_CACHE
 # the newest release's).
 rdk_cache="${LIBRDKAFKA_CACHE:-}"
@@ -85,8 +85,20 @@ start_broker() { # $1: suite name
     java | java-*) verify=false ;;
   esac
   local data="$work/$1-data"
-  "$CAIRN" --override "listeners=PLAINTEXT://127.0.0.1:$port" --override "log.dirs=$data" \
-    --override "advertised.listeners=PLAINTEXT://127.0.0.1:$port" \
+  # The TLS suite: an SSL listener beside the PLAINTEXT one, requiring client certificates
+  # (scripts/make-test-certs.sh makes them).
+  local listeners="PLAINTEXT://127.0.0.1:$port" tls=()
+  if [ "$1" = tls ]; then
+    local tls_port; tls_port=$(free_port)
+    export CERTS="$work/certs" BOOTSTRAP_TLS="127.0.0.1:$tls_port"
+    "$here/../scripts/make-test-certs.sh" "$CERTS" || return 1
+    listeners="$listeners,SSL://127.0.0.1:$tls_port"
+    tls=(--override "ssl.keystore.location=$CERTS/broker.p12"
+      --override ssl.keystore.password=broker-pass --override ssl.truststore.type=PEM
+      --override "ssl.truststore.location=$CERTS/ca.pem" --override ssl.client.auth=required)
+  fi
+  "$CAIRN" --override "listeners=$listeners" --override "log.dirs=$data" "${tls[@]}" \
+    --override "advertised.listeners=$listeners" \
     --override metrics.listener=none --override "num.partitions=$partitions" --override "node.id=$node" \
     --override "group.min.session.timeout.ms=$min_session" \
     --override "transaction.partition.verification.enable=$verify" \

@@ -9,7 +9,8 @@ need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in build-essential libclang-dev clang pkg-config; do have_pkg "$p" || need+=("$p"); done
 if [ "$what" = test ]; then
-  for p in kcat python3-venv zlib1g-dev libzstd-dev liblz4-dev libssl-dev libsasl2-dev libcurl4-openssl-dev dpkg-dev maven default-jdk-headless curl; do
+  # openssl: scripts/make-test-certs.sh (keytool comes with the JDK).
+  for p in kcat openssl python3-venv zlib1g-dev libzstd-dev liblz4-dev libssl-dev libsasl2-dev libcurl4-openssl-dev dpkg-dev maven default-jdk-headless curl; do
     have_pkg "$p" || need+=("$p")
   done
   # Java and Maven may come from elsewhere on the machine; only install them if absent.

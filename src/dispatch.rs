@@ -362,6 +362,7 @@ mod tests {
         let conn = Connection {
             listener: "PLAINTEXT".into(),
             peer: "127.0.0.1:1".parse().unwrap(),
+            principal: "User:ANONYMOUS".into(),
         };
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = move || {

@@ -3,6 +3,7 @@
 //! SIGINT, then stops accepting, lets connections finish the request in hand, syncs storage
 //! and exits 0.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -55,6 +56,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The TLS listeners' stores are read now: a bad file or password is a config error.
+    let tls = match cairn::server::load_tls(&config) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("cairn: configuration error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -65,7 +74,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(config, started)) {
+    match runtime.block_on(run(config, tls, started)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cairn: {e:#}");
@@ -74,7 +83,11 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
+async fn run(
+    config: Config,
+    tls: BTreeMap<String, cairn::server::tls::Tls>,
+    started: Instant,
+) -> anyhow::Result<()> {
     let log_dirs = config.log_dirs.clone();
     let broker = tokio::task::spawn_blocking(move || Broker::open(config, cairn::dispatch::APIS))
         .await?
@@ -100,9 +113,9 @@ async fn run(config: Config, started: Instant) -> anyhow::Result<()> {
         _ => None,
     };
     let cluster = broker.start_cluster(controller_listener).await?;
-    let listeners = cairn::server::bind(&broker).await?;
-    for (name, _) in &listeners {
-        broker.metrics.listener_bound(name);
+    let listeners = cairn::server::bind(&broker, tls).await?;
+    for l in &listeners {
+        broker.metrics.listener_bound(&l.name);
     }
     // As Kafka's broker: clients are served once this broker is registered and unfenced
     // (they queue on the bound listeners until then).

@@ -198,7 +198,7 @@ pub fn validate(name: &str, value: &str) -> Result<()> {
                 return Err(bad("must be between 0 and 1"));
             }
         }
-        Kind::String | Kind::List => {
+        Kind::String | Kind::List | Kind::Password => {
             if !k.choices.is_empty() {
                 let normalized: String = value
                     .split(',')

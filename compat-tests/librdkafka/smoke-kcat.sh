@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # kcat smoke test: metadata, produce keyed messages (with a header and a NULL
 # value), read them back from the beginning, compare exactly.
-# Env: BOOTSTRAP (default 127.0.0.1:9092). Prints PASS/FAIL; exit 0 iff PASS.
+# Env: BOOTSTRAP (default 127.0.0.1:9092), KCAT_OPTS. Prints PASS/FAIL; exit 0 iff PASS.
 set -uo pipefail
 
 BOOTSTRAP="${BOOTSTRAP:-127.0.0.1:9092}"
 TOPIC="${TOPIC:-cairn-kcat-smoke-$(date +%s)-$RANDOM}"
-KC=(kcat -b "$BOOTSTRAP" -X broker.address.family=v4 -X socket.timeout.ms=10000)
+# KCAT_OPTS: more -X settings, e.g. the TLS suite's security.protocol=ssl and certificates.
+# shellcheck disable=SC2206
+KC=(kcat -b "$BOOTSTRAP" -X broker.address.family=v4 -X socket.timeout.ms=10000 ${KCAT_OPTS:-})
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 

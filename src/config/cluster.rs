@@ -329,12 +329,13 @@ fn parse_listener(
             &format!("listener name {name} is not in listener.security.protocol.map"),
         )
     })?;
-    if protocol != "PLAINTEXT" {
+    if protocol != "PLAINTEXT" && protocol != "SSL" {
         return Err(invalid(
             key,
             v,
             &format!(
-                "security protocol {protocol} of listener {name} is not supported yet (PLAINTEXT only)"
+                "security protocol {protocol} of listener {name} is not supported yet \
+                 (PLAINTEXT and SSL only)"
             ),
         ));
     }

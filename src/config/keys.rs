@@ -20,6 +20,8 @@ pub enum Kind {
     Long = 5,
     Double = 6,
     List = 7,
+    /// A secret: DescribeConfigs shows it as sensitive, with no value.
+    Password = 9,
 }
 
 /// Where a config value came from, as Kafka's DescribeConfigs `config_source`.
@@ -161,7 +163,7 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         default: Some("PLAINTEXT://127.0.0.1:9092"),
-        doc: "Where clients connect, as NAME://host:port entries; PLAINTEXT only for now.",
+        doc: "Where clients connect, as NAME://host:port entries; PLAINTEXT or SSL for now.",
         ..text("listeners", Kind::String)
     },
     Key {
@@ -180,6 +182,73 @@ pub static KEYS: &[Key] = &[
         }),
         doc: "Security protocol of each listener name; unset, controller listeners are PLAINTEXT.",
         ..text("listener.security.protocol.map", Kind::String)
+    },
+    Key {
+        default: Some("JKS"),
+        doc: "PKCS12 or PEM (a JKS file that is really PKCS12 is read; a real JKS one is refused).",
+        ..text("ssl.keystore.type", Kind::String)
+    },
+    Key {
+        doc: "The TLS listeners' key and certificate chain, a PKCS12 or PEM file.",
+        ..text("ssl.keystore.location", Kind::String)
+    },
+    Key {
+        doc: "The keystore's password.",
+        ..text("ssl.keystore.password", Kind::Password)
+    },
+    Key {
+        doc: "The private key's password, if it differs from the keystore's.",
+        ..text("ssl.key.password", Kind::Password)
+    },
+    Key {
+        doc: "The certificate chain as PEM text (with ssl.keystore.type=PEM).",
+        ..text("ssl.keystore.certificate.chain", Kind::Password)
+    },
+    Key {
+        doc: "The private key as PEM text (with ssl.keystore.type=PEM).",
+        ..text("ssl.keystore.key", Kind::Password)
+    },
+    Key {
+        default: Some("JKS"),
+        doc: "PKCS12 or PEM, as ssl.keystore.type.",
+        ..text("ssl.truststore.type", Kind::String)
+    },
+    Key {
+        doc: "The certificates client certificates are checked against.",
+        ..text("ssl.truststore.location", Kind::String)
+    },
+    Key {
+        doc: "The truststore's password.",
+        ..text("ssl.truststore.password", Kind::Password)
+    },
+    Key {
+        doc: "Trusted certificates as PEM text (with ssl.truststore.type=PEM).",
+        ..text("ssl.truststore.certificates", Kind::Password)
+    },
+    Key {
+        default: Some("none"),
+        doc: "none, requested or required: whether clients present a certificate.",
+        ..text("ssl.client.auth", Kind::String)
+    },
+    Key {
+        default: Some("TLSv1.2,TLSv1.3"),
+        doc: "The TLS versions the TLS listeners accept.",
+        ..text("ssl.enabled.protocols", Kind::List)
+    },
+    Key {
+        default: Some("TLSv1.3"),
+        doc: "Accepted for Kafka's sake; ssl.enabled.protocols decides.",
+        ..text("ssl.protocol", Kind::String)
+    },
+    Key {
+        default: Some(""),
+        doc: "IANA names of the cipher suites allowed; empty means the TLS stack's defaults.",
+        ..text("ssl.cipher.suites", Kind::List)
+    },
+    Key {
+        default: Some("DEFAULT"),
+        doc: "How a client certificate's distinguished name becomes the principal's name.",
+        ..text("ssl.principal.mapping.rules", Kind::String)
     },
     Key {
         default: Some("./data"),
@@ -710,6 +779,14 @@ pub fn lookup(name: &str) -> Option<&'static Key> {
     KEYS.iter().find(|k| k.name == name)
 }
 
+/// The key behind a per-listener key, `listener.name.<listener>.<key>`, for the keys a
+/// listener may set for itself (the `ssl.*` ones).
+pub fn listener_key(name: &str) -> Option<&'static Key> {
+    let rest = name.strip_prefix("listener.name.")?;
+    let (_, key) = rest.split_once('.')?;
+    lookup(key).filter(|k| k.name.starts_with("ssl."))
+}
+
 /// Checks a value given for `k`; the error names the key and says why.
 pub fn check(k: &Key, value: &str) -> Result<(), super::ConfigError> {
     parse(k, value).map(|_| ())
@@ -814,7 +891,7 @@ impl Props<'_> {
     /// stronger synonym wins (as in Kafka), and logs the keys Cairn does not know.
     pub fn checked(props: &BTreeMap<String, String>) -> Result<Props<'_>, super::ConfigError> {
         for (name, value) in props {
-            match lookup(name) {
+            match lookup(name).or_else(|| listener_key(name)) {
                 Some(k) => check(k, value.trim())?,
                 None => tracing::warn!(key = %name, "unknown or unsupported config key ignored"),
             }

@@ -139,15 +139,22 @@ fn broker_entries(
                 d.value = d.synonyms.first().map(|s| s.value.clone());
                 d.source = Source::DynamicDefaultBroker;
             }
+            // Secrets are shown as set or not, never their value, as Kafka shows them.
+            let sensitive = k.kind == config::keys::Kind::Password;
+            let shown = |v: Option<String>| v.filter(|_| !sensitive).map(str_bytes);
             DescribeConfigsResourceResult::default()
                 .with_name(str_bytes(k.name))
-                .with_value(d.value.map(str_bytes))
+                .with_value(shown(d.value))
                 .with_read_only(!config::keys::is_dynamic(k.name))
                 .with_config_source(d.source as i8)
+                .with_is_sensitive(sensitive)
                 .with_synonyms(
                     d.synonyms
                         .iter()
-                        .map(|s| synonym(s.name, &s.value, s.source))
+                        .map(|s| {
+                            synonym(s.name, &s.value, s.source)
+                                .with_value(shown(Some(s.value.clone())))
+                        })
                         .collect(),
                 )
                 .with_config_type(k.kind as i8)

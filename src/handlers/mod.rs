@@ -40,6 +40,9 @@ pub use crate::wire::{broker_id, str_bytes, topic_name};
 pub struct Connection {
     pub listener: Arc<str>,
     pub peer: SocketAddr,
+    /// Who the client is: `User:ANONYMOUS` until it authenticates (TLS with a client
+    /// certificate makes it `User:` and the certificate's subject).
+    pub principal: Arc<str>,
 }
 
 /// What a handler knows about the request it serves (dispatch fills it from the header).

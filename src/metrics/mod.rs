@@ -33,6 +33,8 @@ pub struct Metrics {
     request_errors: IntCounterVec,
     connections: IntGaugeVec,
     connections_created: IntCounterVec,
+    authentications: IntCounterVec,
+    failed_authentications: IntCounterVec,
     topics: TopicFamilies,
     pub isr_shrinks: IntCounter,
     pub isr_expands: IntCounter,
@@ -207,6 +209,18 @@ impl Metrics {
                 "Client connections accepted, by listener",
                 &["listener"],
             ),
+            authentications: counter_vec(
+                &registry,
+                "kafka_server_socket_server_metrics_successful_authentication_total",
+                "Connections that authenticated (a PLAINTEXT one counts on accept), by listener",
+                &["listener"],
+            ),
+            failed_authentications: counter_vec(
+                &registry,
+                "kafka_server_socket_server_metrics_failed_authentication_total",
+                "Connections closed because they failed to authenticate (TLS handshakes), by listener",
+                &["listener"],
+            ),
             isr_shrinks: counter(
                 &registry,
                 "kafka_server_replicamanager_isrshrinks_total",
@@ -306,10 +320,22 @@ impl Metrics {
         ConnectionGuard(g)
     }
 
+    /// Counts a connection on `listener` that authenticated, or failed to.
+    pub fn authenticated(&self, listener: &str, ok: bool) {
+        let counter = if ok {
+            &self.authentications
+        } else {
+            &self.failed_authentications
+        };
+        counter.with_label_values(&[listener]).inc();
+    }
+
     /// Makes a listener's series exist at zero before its first connection.
     pub fn listener_bound(&self, listener: &str) {
         self.connections.with_label_values(&[listener]);
         self.connections_created.with_label_values(&[listener]);
+        self.authentications.with_label_values(&[listener]);
+        self.failed_authentications.with_label_values(&[listener]);
     }
 
     /// The Prometheus text exposition: the registered families plus `computed` ones.

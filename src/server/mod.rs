@@ -7,11 +7,19 @@
 //! keeps an idempotent producer's pipelined batches in order and makes responses leave in
 //! request order by construction. A frame that cannot be parsed, an unknown API or an
 //! unsupported version closes that connection only.
+//!
+//! On a TLS listener ([`tls`]) the handshake comes first; a client whose handshake fails
+//! (plaintext bytes, an untrusted certificate, no shared version) is counted as a failed
+//! authentication and loses only its connection.
 
+pub mod tls;
+
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -25,25 +33,58 @@ use crate::wire::splice::Pieces;
 /// Responses queued for the writer per connection before the reader waits.
 const RESPONSES_QUEUED_MAX: usize = 8;
 
+/// How long a client has to finish the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A bound listener, with its TLS if its protocol is SSL.
+pub struct Bound {
+    pub name: String,
+    socket: TcpListener,
+    tls: Option<tls::Tls>,
+}
+
+/// Reads the stores of every TLS listener, so a bad file or password stops start-up before
+/// anything else happens, with the key and the file named.
+pub fn load_tls(config: &crate::config::Config) -> anyhow::Result<BTreeMap<String, tls::Tls>> {
+    config
+        .ssl
+        .iter()
+        .map(|(name, s)| Ok((name.clone(), tls::Tls::load(name, s)?)))
+        .collect()
+}
+
 /// Binds every configured listener; fails with the address if one cannot be bound.
-pub async fn bind(broker: &Broker) -> anyhow::Result<Vec<(String, TcpListener)>> {
+pub async fn bind(
+    broker: &Broker,
+    mut tls: BTreeMap<String, tls::Tls>,
+) -> anyhow::Result<Vec<Bound>> {
     let mut out = Vec::new();
     for l in &broker.config.listeners {
         let addr = l.bind_addr();
-        let listener = TcpListener::bind(&addr)
+        let socket = TcpListener::bind(&addr)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (listener {}): {e}", l.name))?;
-        tracing::info!(listener = %l.name, addr = %listener.local_addr()?, "listening");
-        out.push((l.name.clone(), listener));
+        let tls = tls.remove(&l.name);
+        tracing::info!(
+            listener = %l.name,
+            addr = %socket.local_addr()?,
+            tls = tls.is_some(),
+            "listening"
+        );
+        out.push(Bound {
+            name: l.name.clone(),
+            socket,
+            tls,
+        });
     }
     Ok(out)
 }
 
 /// Accepts connections until shutdown, then waits for open connections to finish the
 /// request they are handling.
-pub async fn serve(broker: Arc<Broker>, listeners: Vec<(String, TcpListener)>) {
+pub async fn serve(broker: Arc<Broker>, listeners: Vec<Bound>) {
     let mut accepts = JoinSet::new();
-    for (name, listener) in listeners {
+    for Bound { name, socket, tls } in listeners {
         let broker = broker.clone();
         let name: Arc<str> = name.into();
         accepts.spawn(async move {
@@ -51,9 +92,15 @@ pub async fn serve(broker: Arc<Broker>, listeners: Vec<(String, TcpListener)>) {
             let mut spawned = JoinSet::new();
             loop {
                 tokio::select! {
-                    accepted = listener.accept() => match accepted {
+                    accepted = socket.accept() => match accepted {
                         Ok((stream, peer)) => {
-                            spawned.spawn(connection(broker.clone(), name.clone(), stream, peer));
+                            spawned.spawn(accept(
+                                broker.clone(),
+                                name.clone(),
+                                tls.clone(),
+                                stream,
+                                peer,
+                            ));
                         }
                         Err(e) => {
                             // Typically EMFILE: back off instead of spinning.
@@ -65,17 +112,75 @@ pub async fn serve(broker: Arc<Broker>, listeners: Vec<(String, TcpListener)>) {
                     Some(_) = spawned.join_next(), if !spawned.is_empty() => {}
                 }
             }
-            drop(listener);
+            drop(socket);
             while spawned.join_next().await.is_some() {}
         });
     }
     while accepts.join_next().await.is_some() {}
 }
 
-async fn connection(broker: Arc<Broker>, listener: Arc<str>, stream: TcpStream, peer: SocketAddr) {
+/// A new connection: the TLS handshake on a TLS listener, then its requests.
+async fn accept(
+    broker: Arc<Broker>,
+    listener: Arc<str>,
+    tls: Option<tls::Tls>,
+    stream: TcpStream,
+    peer: SocketAddr,
+) {
     let _open = broker.metrics.connection_opened(&listener);
     let _ = stream.set_nodelay(true);
-    let (rd, mut wr) = stream.into_split();
+    let Some(tls) = tls else {
+        broker.metrics.authenticated(&listener, true);
+        let (rd, wr) = stream.into_split();
+        let ctx = Connection {
+            listener,
+            peer,
+            principal: tls::ANONYMOUS.into(),
+        };
+        return connection(broker, ctx, rd, wr).await;
+    };
+    let mut shutdown = broker.shutdown_signal();
+    let handshake = tokio::select! {
+        h = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(stream)) => h,
+        _ = crate::shutdown::requested(&mut shutdown) => return,
+    };
+    let principal = match handshake {
+        Ok(Ok(stream)) => match tls.principal(stream.get_ref().1.peer_certificates()) {
+            Ok(principal) => Ok((stream, principal)),
+            Err(e) => Err(e.to_string()),
+        },
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!(
+            "no handshake within {} s",
+            HANDSHAKE_TIMEOUT.as_secs()
+        )),
+    };
+    match principal {
+        Ok((stream, principal)) => {
+            broker.metrics.authenticated(&listener, true);
+            tracing::debug!(peer = %peer, listener = %listener, principal = %principal, "tls handshake done");
+            let (rd, wr) = tokio::io::split(stream);
+            let ctx = Connection {
+                listener,
+                peer,
+                principal: principal.into(),
+            };
+            connection(broker, ctx, rd, wr).await
+        }
+        Err(e) => {
+            broker.metrics.authenticated(&listener, false);
+            tracing::warn!(peer = %peer, listener = %listener, error = %e, "closing connection: failed tls handshake");
+        }
+    }
+}
+
+/// Serves a connection's requests until it closes or the broker shuts down.
+async fn connection<R, W>(broker: Arc<Broker>, ctx: Connection, rd: R, mut wr: W)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let peer = ctx.peer;
     let (tx, mut rx) = mpsc::channel::<Pieces>(RESPONSES_QUEUED_MAX);
     let writer = tokio::spawn(async move {
         while let Some(mut first) = rx.recv().await {
@@ -98,7 +203,6 @@ async fn connection(broker: Arc<Broker>, listener: Arc<str>, stream: TcpStream, 
 
     let mut frames = FrameReader::new(rd, broker.config.socket_request_bytes_max as usize);
     let mut shutdown = broker.shutdown_signal();
-    let ctx = Connection { listener, peer };
     loop {
         let next = tokio::select! {
             f = frames.next() => f,

@@ -69,11 +69,18 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         Ok(Some(frame.freeze()))
     }
 
+    /// Reads more; false at the end of the stream. A TLS stream closed without TLS's
+    /// close_notify ends as an UnexpectedEof error, which most clients do on close: that is
+    /// an end of stream too (a frame cut short is still `Truncated`, by the callers).
     async fn fill(&mut self) -> Result<bool, FrameError> {
         if self.buf.capacity() - self.buf.len() == 0 {
             self.buf.reserve(READ_CHUNK_BYTES);
         }
-        Ok(self.inner.read_buf(&mut self.buf).await? > 0)
+        match self.inner.read_buf(&mut self.buf).await {
+            Ok(n) => Ok(n > 0),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 

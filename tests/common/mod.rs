@@ -180,18 +180,32 @@ impl Drop for Broker {
     }
 }
 
+/// What a [`Client`] talks over: a TCP stream, or a TLS one.
+pub trait Conn: Read + Write + Send {}
+impl<T: Read + Write + Send> Conn for T {}
+
 /// A blocking Kafka client that sends one request at a time.
 pub struct Client {
-    pub stream: TcpStream,
+    pub stream: Box<dyn Conn>,
     correlation: i32,
 }
 
 impl Client {
     pub fn connect(addr: SocketAddr) -> Client {
+        Client::over(Box::new(Self::tcp(addr)))
+    }
+
+    /// A TCP connection to `addr` with the tests' read timeout.
+    pub fn tcp(addr: SocketAddr) -> TcpStream {
         let stream = TcpStream::connect(addr).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
+        stream
+    }
+
+    /// A client over an established stream (a TLS one, say).
+    pub fn over(stream: Box<dyn Conn>) -> Client {
         Client {
             stream,
             correlation: 0,
