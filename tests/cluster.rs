@@ -422,12 +422,7 @@ fn a_million_commits_leave_the_offsets_topic_near_its_live_set() {
             let body = c.read_frame().expect("an OffsetCommit response");
             let r: OffsetCommitResponse =
                 cairn::wire::decode_response(ApiKey::OffsetCommit, 8, correlation, body).unwrap();
-            let errors: Vec<i16> = r.topics[0]
-                .partitions
-                .iter()
-                .map(|p| p.error_code)
-                .filter(|e| *e != 0)
-                .collect();
+            let errors = commit_errors(&r);
             assert!(errors.is_empty(), "commit errors: {errors:?}");
         }
     }
@@ -514,6 +509,16 @@ fn commit_request(group: &str, topic: &str, n: i32, offset: i64) -> OffsetCommit
             )])
 }
 
+/// The error codes of an OffsetCommit response's partitions that failed.
+fn commit_errors(r: &OffsetCommitResponse) -> Vec<i16> {
+    r.topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.error_code)
+        .filter(|e| *e != 0)
+        .collect()
+}
+
 /// Commits `offset` for partitions 0..n of `topic` as `group`, asserting no partition
 /// failed. Retriable answers are retried for a minute, as clients do: a topic just created
 /// elsewhere may not be known here yet, and a coordinator may still be loading.
@@ -528,12 +533,7 @@ fn commit(c: &mut Client, group: &str, topic: &str, n: i32, offset: i64) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let r: OffsetCommitResponse = c.send(ApiKey::OffsetCommit, 8, &req);
-        let errors: Vec<i16> = r.topics[0]
-            .partitions
-            .iter()
-            .map(|p| p.error_code)
-            .filter(|e| *e != 0)
-            .collect();
+        let errors = commit_errors(&r);
         if errors.is_empty() {
             return;
         }
