@@ -11,7 +11,7 @@ CAIRN=${1:?usage: run-all.sh path/to/cairn [suite...]}
 shift
 here=$(cd "$(dirname "$0")" && pwd)
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 java-cluster kcat tls librdkafka librdkafka-2.15.1 librdkafka-2.15.1-consumer librdkafka-cluster kafka-python franz-go kafkajs confluent-kafka connect)
+[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 java-cluster kcat security librdkafka librdkafka-2.15.1 librdkafka-2.15.1-consumer librdkafka-cluster kafka-python franz-go kafkajs confluent-kafka connect)
 # LIBRDKAFKA_CACHE, if the caller set it, is Debian's librdkafka's (LIBRDKAFKA_NEWEST_CACHE
 # the newest release's).
 rdk_cache="${LIBRDKAFKA_CACHE:-}"
@@ -85,19 +85,27 @@ start_broker() { # $1: suite name
     java | java-*) verify=false ;;
   esac
   local data="$work/$1-data"
-  # The TLS suite: an SSL listener beside the PLAINTEXT one, requiring client certificates
-  # (scripts/make-test-certs.sh makes them).
-  local listeners="PLAINTEXT://127.0.0.1:$port" tls=()
-  if [ "$1" = tls ]; then
-    local tls_port; tls_port=$(free_port)
+  # The security suite: beside PLAINTEXT, an SSL listener requiring client certificates
+  # (scripts/make-test-certs.sh makes them), a SASL_PLAINTEXT one with PLAIN and SCRAM, and
+  # a SASL_SSL one with SCRAM.
+  local listeners="PLAINTEXT://127.0.0.1:$port" secured=()
+  if [ "$1" = security ]; then
+    local tls_port sasl_port sasl_ssl_port
+    tls_port=$(free_port); sasl_port=$(free_port); sasl_ssl_port=$(free_port)
     export CERTS="$work/certs" BOOTSTRAP_TLS="127.0.0.1:$tls_port"
+    export BOOTSTRAP_SASL="127.0.0.1:$sasl_port" BOOTSTRAP_SASL_SSL="127.0.0.1:$sasl_ssl_port"
     "$here/../scripts/make-test-certs.sh" "$CERTS" || return 1
-    listeners="$listeners,SSL://127.0.0.1:$tls_port"
-    tls=(--override "ssl.keystore.location=$CERTS/broker.p12"
+    listeners="$listeners,SSL://127.0.0.1:$tls_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port"
+    listeners="$listeners,SASL_SSL://127.0.0.1:$sasl_ssl_port"
+    secured=(--override "ssl.keystore.location=$CERTS/broker.p12"
       --override ssl.keystore.password=broker-pass --override ssl.truststore.type=PEM
-      --override "ssl.truststore.location=$CERTS/ca.pem" --override ssl.client.auth=required)
+      --override "ssl.truststore.location=$CERTS/ca.pem" --override ssl.client.auth=required
+      --override listener.name.sasl_ssl.ssl.client.auth=none
+      --override sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+      --override listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+      --override 'listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret" user_alice="alice-secret";')
   fi
-  "$CAIRN" --override "listeners=$listeners" --override "log.dirs=$data" "${tls[@]}" \
+  "$CAIRN" --override "listeners=$listeners" --override "log.dirs=$data" "${secured[@]}" \
     --override "advertised.listeners=$listeners" \
     --override metrics.listener=none --override "num.partitions=$partitions" --override "node.id=$node" \
     --override "group.min.session.timeout.ms=$min_session" \

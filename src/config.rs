@@ -11,6 +11,7 @@
 
 mod cluster;
 pub mod keys;
+pub mod sasl;
 pub mod ssl;
 
 use std::collections::BTreeMap;
@@ -133,8 +134,11 @@ pub struct Config {
     /// `listener.security.protocol.map` as given, or Kafka's default derived from
     /// `controller.listener.names`: listener name to security protocol.
     pub listener_security_protocol_map: BTreeMap<String, String>,
-    /// The TLS settings of each client listener whose protocol is SSL, by listener name.
+    /// The TLS settings of each client listener whose protocol is SSL or SASL_SSL, by
+    /// listener name.
     pub ssl: BTreeMap<String, ssl::Ssl>,
+    /// What each SASL_PLAINTEXT or SASL_SSL client listener accepts, by listener name.
+    pub sasl: BTreeMap<String, std::sync::Arc<crate::security::sasl::Accepted>>,
     /// `log.dirs`: the first also holds topics, groups and other metadata; partitions are
     /// spread over all of them.
     pub log_dirs: Vec<PathBuf>,
@@ -364,12 +368,14 @@ impl Config {
         let (group_min_session_timeout_ms, group_max_session_timeout_ms) = group_sessions(&p)?;
         let log_cleaner_io_bytes_per_sec = check_cleaner_defaults(&p)?;
         let ssl = tls_listeners(&p, &listeners, &cluster)?;
+        let sasl = sasl_listeners(&p, &listeners)?;
         Ok(Config {
             node_id,
             listeners: listeners.client,
             advertised_listeners: listeners.advertised,
             listener_security_protocol_map: listeners.protocol_map,
             ssl,
+            sasl,
             log_dirs: log_dirs(&p)?,
             num_partitions: p.int("num.partitions")? as i32,
             default_replication_factor: p.int("default.replication.factor")? as i16,
@@ -540,9 +546,9 @@ fn group_sessions(p: &Props<'_>) -> Result<(u64, u64), ConfigError> {
     Ok((min, max))
 }
 
-/// The `ssl.*` settings of every SSL client listener. The quorum and replication do not
-/// speak TLS yet: an SSL controller listener, or an SSL inter-broker listener in a cluster
-/// of several voters, is refused with that said.
+/// The `ssl.*` settings of every SSL or SASL_SSL client listener. The quorum and
+/// replication speak neither TLS nor SASL yet: a controller listener, or an inter-broker
+/// listener in a cluster of several voters, that is not PLAINTEXT is refused with that said.
 fn tls_listeners(
     p: &Props<'_>,
     listeners: &cluster::Listeners,
@@ -552,13 +558,13 @@ fn tls_listeners(
     if let Some(l) = listeners
         .controller
         .iter()
-        .find(|l| protocol(&l.name) == Some("SSL"))
+        .find(|l| protocol(&l.name) != Some("PLAINTEXT"))
     {
         return Err(invalid(
             "listener.security.protocol.map",
             p.text("listener.security.protocol.map"),
             &format!(
-                "controller listener {} is SSL; the quorum speaks PLAINTEXT only for now",
+                "controller listener {} is not PLAINTEXT; the quorum speaks PLAINTEXT only for now",
                 l.name
             ),
         ));
@@ -568,7 +574,7 @@ fn tls_listeners(
             .get("inter.broker.listener.name")
             .map(str::to_ascii_uppercase)
             .unwrap_or_else(|| listeners.advertised[0].name.clone());
-        if protocol(&inter) == Some("SSL") {
+        if protocol(&inter) != Some("PLAINTEXT") {
             return Err(invalid(
                 "inter.broker.listener.name",
                 &inter,
@@ -580,8 +586,26 @@ fn tls_listeners(
     listeners
         .client
         .iter()
-        .filter(|l| protocol(&l.name) == Some("SSL"))
+        .filter(|l| matches!(protocol(&l.name), Some("SSL" | "SASL_SSL")))
         .map(|l| Ok((l.name.clone(), ssl::parse(p, &l.name)?)))
+        .collect()
+}
+
+/// What every SASL_PLAINTEXT or SASL_SSL client listener accepts.
+fn sasl_listeners(
+    p: &Props<'_>,
+    listeners: &cluster::Listeners,
+) -> Result<BTreeMap<String, std::sync::Arc<crate::security::sasl::Accepted>>, ConfigError> {
+    listeners
+        .client
+        .iter()
+        .filter(|l| {
+            matches!(
+                listeners.protocol_map.get(&l.name).map(String::as_str),
+                Some("SASL_PLAINTEXT" | "SASL_SSL")
+            )
+        })
+        .map(|l| Ok((l.name.clone(), sasl::parse(p, &l.name)?.into())))
         .collect()
 }
 
@@ -898,10 +922,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("ssl.keystore.location"), "{e}");
-        let e = load(&["listeners=SASL_SSL://127.0.0.1:9093"])
+        let e = load(&["listeners=SASL_PLAINTEXT://127.0.0.1:9093"])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("not supported"), "{e}");
+        assert!(e.contains("GSSAPI is not supported"), "{e}");
         let e = load(&[
             "listeners=PLAINTEXT://0.0.0.0:9092",
             "advertised.listeners=PLAINTEXT://0.0.0.0:9092",

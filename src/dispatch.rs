@@ -107,6 +107,8 @@ apis! {
     DescribeGroups: 0..=6 => always handlers::groups::describe_groups,
     ListGroups: 0..=5 => always handlers::groups::list_groups,
     ApiVersions: 0..=4 => always api_versions,
+    SaslHandshake: 0..=1 => always handlers::sasl::handshake,
+    SaslAuthenticate: 0..=2 => always handlers::sasl::authenticate,
     CreateTopics: 2..=7 => always handlers::topics::create,
     DeleteTopics: 1..=6 => always handlers::topics::delete,
     DeleteRecords: 0..=2 => always handlers::delete_records::handle,
@@ -130,6 +132,9 @@ apis! {
     ListPartitionReassignments: 0..=0 => always handlers::reassignments::list,
     IncrementalAlterConfigs: 0..=1 => always handlers::configs::incremental_alter,
     OffsetDelete: 0..=0 => always handlers::offsets::delete,
+    DescribeClientQuotas: 0..=1 => always handlers::client_quotas::describe,
+    DescribeUserScramCredentials: 0..=0 => always handlers::scram_credentials::describe,
+    AlterUserScramCredentials: 0..=0 => always handlers::scram_credentials::alter,
     DescribeCluster: 0..=2 => always handlers::describe_cluster::handle,
     UpdateFeatures: 0..=2 => always handlers::features::handle,
     DescribeQuorum: 0..=2 => always handlers::describe_quorum::handle,
@@ -363,6 +368,7 @@ mod tests {
             listener: "PLAINTEXT".into(),
             peer: "127.0.0.1:1".parse().unwrap(),
             principal: "User:ANONYMOUS".into(),
+            sasl: None,
         };
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = move || {

@@ -31,6 +31,7 @@
 //! - [`metrics`]: counter handles under Strimzi's and kafka_exporter's names (no state).
 //! - [`storage`]: narrow storage traits; `storage::rocks` is the only place RocksDB is named.
 //! - At the bottom, used by all: [`wire`] (Kafka frames and envelopes), [`config`],
+//!   [`security`] (SCRAM's credentials and exchange),
 //!   [`error`] (the one mapping to Kafka error codes), [`clock`], [`shutdown`].
 //!
 //! # A request's way
@@ -62,6 +63,7 @@ pub mod metrics;
 pub mod placement;
 pub mod replication;
 pub mod scrape;
+pub mod security;
 pub mod server;
 pub mod share;
 pub mod shutdown;

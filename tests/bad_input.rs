@@ -76,16 +76,16 @@ fn unknown_api_key_and_unsupported_version_close_the_connection() {
     f.extend_from_slice(&1i32.to_be_bytes());
     f.extend_from_slice(&(-1i16).to_be_bytes());
     closes(&b, &f);
-    // A known API we do not serve (SASL), and Metadata v99.
+    // A known API we do not serve (delegation tokens), and Metadata v99.
     let mut c = b.client();
     let frame = c.frame(ApiKey::Metadata, 12, &MetadataRequest::default());
     let mut v99 = frame.to_vec();
     v99[6..8].copy_from_slice(&99i16.to_be_bytes());
     closes(&b, &v99);
-    let mut sasl = frame.to_vec();
-    sasl[4..6].copy_from_slice(&(ApiKey::SaslHandshake as i16).to_be_bytes());
-    sasl[6..8].copy_from_slice(&1i16.to_be_bytes());
-    closes(&b, &sasl);
+    let mut unserved = frame.to_vec();
+    unserved[4..6].copy_from_slice(&(ApiKey::DescribeDelegationToken as i16).to_be_bytes());
+    unserved[6..8].copy_from_slice(&1i16.to_be_bytes());
+    closes(&b, &unserved);
     // Produce v2 is advertised (for old librdkafka) but not decodable: the connection closes.
     let mut v2 = c
         .frame(

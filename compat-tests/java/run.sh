@@ -309,6 +309,34 @@ check_broker_configs() {
   [[ -f "$WORK/bcfgd.out" ]] || tool bcfgd $CFG "${B[@]}" "${E[@]}" --alter --delete-config "$K"
 }
 
+# ---------------------------------------------------------------- configs-users
+# SCRAM credentials (KIP-554): kafka-configs --entity-type users adds one per mechanism,
+# describes them (mechanisms and iterations only, with DescribeClientQuotas beside), deletes
+# one, and a second delete of it is refused as not found.
+check_user_configs() {
+  local rc CFG=$CONFIGS U="scram-user-$RUN_ID"
+  local E=(--entity-type users --entity-name "$U")
+  tool ucfg1 $CFG "${B[@]}" "${E[@]}" --alter --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'; rc=$?
+  [[ $rc -eq 0 ]] && { tool ucfg2 $CFG "${B[@]}" "${E[@]}" --alter --add-config 'SCRAM-SHA-512=[password=alice-secret]'; rc=$?; }
+  if [[ $rc -ne 0 ]]; then
+    fail configs-users "--add-config SCRAM: $(why $rc ucfg2) $(snip_err "$WORK/ucfg1.err")"; return
+  fi
+  tool ucfgd $CFG "${B[@]}" "${E[@]}" --describe; rc=$?
+  if [[ $rc -ne 0 ]] || ! grep -qxF "SCRAM credential configs for user-principal '$U' are SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096" "$WORK/ucfgd.out"; then
+    fail configs-users "--describe: $(why $rc ucfgd) stdout: $(snip "$WORK/ucfgd.out")"; return
+  fi
+  tool ucfgr $CFG "${B[@]}" "${E[@]}" --alter --delete-config SCRAM-SHA-512; rc=$?
+  tool ucfgd2 $CFG "${B[@]}" "${E[@]}" --describe
+  tool ucfgr2 $CFG "${B[@]}" "${E[@]}" --alter --delete-config SCRAM-SHA-512
+  if [[ $rc -ne 0 ]] || ! grep -qxF "SCRAM credential configs for user-principal '$U' are SCRAM-SHA-256=iterations=8192" "$WORK/ucfgd2.out"; then
+    fail configs-users "--delete-config SCRAM-SHA-512: $(why $rc ucfgr); describe after: $(snip "$WORK/ucfgd2.out")"
+  elif ! grep -q "ResourceNotFoundException" "$WORK/ucfgr2.out" "$WORK/ucfgr2.err"; then
+    fail configs-users "a second delete was not refused as not found: $(snip "$WORK/ucfgr2.out") $(snip_err "$WORK/ucfgr2.err")"
+  else
+    pass configs-users
+  fi
+}
+
 # ---------------------------------------------------------------- delete-records
 check_delete_records() {
   local rc to=3
@@ -775,6 +803,7 @@ if want 'console|get_offsets|configs|delete_records'; then
   want get_offsets && check_get_offsets
   want configs && check_configs
   want configs && check_broker_configs
+  want configs && check_user_configs
   want delete_records && check_delete_records
 fi
 want compaction && check_compaction

@@ -9,10 +9,12 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::Broker;
+use crate::controller::metadata::{ScramResult, ScramUpsertion};
 use crate::controller::rpc::QuorumState;
 use crate::error::{Error, Result};
 use crate::placement::Placement;
 use crate::replication::Layout;
+use crate::security::scram::Credential;
 
 /// A partition being reassigned, as ListPartitionReassignments shows it.
 pub struct Reassigning {
@@ -139,6 +141,30 @@ impl Broker {
             return Ok(());
         }
         self.quorum()?.set_broker_configs(broker, configs).await
+    }
+
+    /// AlterUserScramCredentials: each user's answer.
+    pub async fn alter_scram(
+        &self,
+        deletions: Vec<(String, i8)>,
+        upsertions: Vec<ScramUpsertion>,
+    ) -> Result<Vec<ScramResult>> {
+        self.quorum()?.alter_scram(deletions, upsertions).await
+    }
+
+    /// The SCRAM credentials of `user`, by mechanism name (none before this broker joined
+    /// the cluster).
+    pub fn scram_credentials(&self, user: &str) -> BTreeMap<String, Credential> {
+        self.cluster()
+            .and_then(|c| c.image().scram.get(user).cloned())
+            .unwrap_or_default()
+    }
+
+    /// Every user with a SCRAM credential.
+    pub fn scram_users(&self) -> Vec<String> {
+        self.cluster()
+            .map(|c| c.image().scram.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// The configs set on `group` (none before this broker joined the cluster).

@@ -329,13 +329,13 @@ fn parse_listener(
             &format!("listener name {name} is not in listener.security.protocol.map"),
         )
     })?;
-    if protocol != "PLAINTEXT" && protocol != "SSL" {
+    if !["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"].contains(&protocol.as_str()) {
         return Err(invalid(
             key,
             v,
             &format!(
-                "security protocol {protocol} of listener {name} is not supported yet \
-                 (PLAINTEXT and SSL only)"
+                "listener {name}'s security protocol {protocol} is not one of PLAINTEXT, SSL, \
+                 SASL_PLAINTEXT and SASL_SSL"
             ),
         ));
     }

@@ -163,7 +163,7 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         default: Some("PLAINTEXT://127.0.0.1:9092"),
-        doc: "Where clients connect, as NAME://host:port entries; PLAINTEXT or SSL for now.",
+        doc: "Where clients connect, as NAME://host:port entries: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL.",
         ..text("listeners", Kind::String)
     },
     Key {
@@ -249,6 +249,15 @@ pub static KEYS: &[Key] = &[
         default: Some("DEFAULT"),
         doc: "How a client certificate's distinguished name becomes the principal's name.",
         ..text("ssl.principal.mapping.rules", Kind::String)
+    },
+    Key {
+        default: Some("GSSAPI"),
+        doc: "The SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
+        ..text("sasl.enabled.mechanisms", Kind::List)
+    },
+    Key {
+        doc: "A listener's JAAS login module, set as listener.name.<l>.<mechanism>.sasl.jaas.config.",
+        ..text("sasl.jaas.config", Kind::Password)
     },
     Key {
         default: Some("./data"),
@@ -780,11 +789,15 @@ pub fn lookup(name: &str) -> Option<&'static Key> {
 }
 
 /// The key behind a per-listener key, `listener.name.<listener>.<key>`, for the keys a
-/// listener may set for itself (the `ssl.*` ones).
+/// listener may set for itself: the `ssl.*` ones, `sasl.enabled.mechanisms`, and
+/// `<mechanism>.sasl.jaas.config`.
 pub fn listener_key(name: &str) -> Option<&'static Key> {
     let rest = name.strip_prefix("listener.name.")?;
     let (_, key) = rest.split_once('.')?;
-    lookup(key).filter(|k| k.name.starts_with("ssl."))
+    if key.ends_with(".sasl.jaas.config") {
+        return lookup("sasl.jaas.config");
+    }
+    lookup(key).filter(|k| k.name.starts_with("ssl.") || k.name == "sasl.enabled.mechanisms")
 }
 
 /// Checks a value given for `k`; the error names the key and says why.

@@ -20,6 +20,8 @@ use kafka_protocol::ResponseError;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::security::scram::Credential;
+
 /// "No leader": the partition is offline.
 pub const NO_LEADER: i32 = -1;
 
@@ -175,6 +177,37 @@ pub enum Record {
         broker: String,
         configs: BTreeMap<String, String>,
     },
+    /// A user's SCRAM credential for one mechanism, added or replaced (KRaft's
+    /// UserScramCredentialRecord): salted, never the password.
+    ScramCredential {
+        user: String,
+        mechanism: String,
+        credential: Credential,
+    },
+    /// KRaft's RemoveUserScramCredentialRecord.
+    RemoveScramCredential {
+        user: String,
+        mechanism: String,
+    },
+}
+
+/// One upsertion of AlterUserScramCredentials: what the client derived from the password.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramUpsertion {
+    pub user: String,
+    /// The wire mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512).
+    pub mechanism: i8,
+    pub iterations: i32,
+    pub salt: Vec<u8>,
+    pub salted_password: Vec<u8>,
+}
+
+/// The answer for one user of AlterUserScramCredentials.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramResult {
+    pub user: String,
+    pub error: i16,
+    pub message: Option<String>,
 }
 
 /// The cluster feature of KIP-890 part 2: at level 2 a transactional producer's epoch is
@@ -261,6 +294,10 @@ pub struct Image {
     /// cluster's defaults under "".
     #[serde(default)]
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// SCRAM credentials (`kafka-configs --entity-type users`), by user, then mechanism
+    /// name.
+    #[serde(default)]
+    pub scram: BTreeMap<String, BTreeMap<String, Credential>>,
 }
 
 fn no_offset() -> i64 {
@@ -444,6 +481,24 @@ impl Image {
                     true => self.broker_configs.remove(broker),
                     false => self.broker_configs.insert(broker.clone(), configs.clone()),
                 };
+            }
+            Record::ScramCredential {
+                user,
+                mechanism,
+                credential,
+            } => {
+                self.scram
+                    .entry(user.clone())
+                    .or_default()
+                    .insert(mechanism.clone(), credential.clone());
+            }
+            Record::RemoveScramCredential { user, mechanism } => {
+                if let Some(mechanisms) = self.scram.get_mut(user) {
+                    mechanisms.remove(mechanism);
+                    if mechanisms.is_empty() {
+                        self.scram.remove(user);
+                    }
+                }
             }
         }
     }
@@ -1189,6 +1244,121 @@ impl Image {
         Ok(vec![Record::TopicConfigs { id, configs }])
     }
 
+    /// AlterUserScramCredentials, as Kafka's ScramControlManager decides it: a user may
+    /// appear once in a request (else DUPLICATE_RESOURCE for that user), needs a name and a
+    /// known mechanism, 4096 to 16384 iterations, and a deletion needs the credential to
+    /// exist. Each user's answer stands alone; the records of the good ones are returned.
+    pub fn alter_scram(
+        &self,
+        deletions: Vec<(String, i8)>,
+        upsertions: Vec<ScramUpsertion>,
+    ) -> (Vec<ScramResult>, Vec<Record>) {
+        use crate::security::scram::{Mechanism, MAX_ITERATIONS, MIN_ITERATIONS};
+        let mut errors: BTreeMap<String, (ResponseError, &str)> = BTreeMap::new();
+        let mut deletes: BTreeMap<String, Mechanism> = BTreeMap::new();
+        let mut upserts: BTreeMap<String, (Mechanism, ScramUpsertion)> = BTreeMap::new();
+        let duplicate = (
+            ResponseError::DuplicateResource,
+            "A user credential cannot be altered twice in the same request",
+        );
+        let check = |user: &str, mechanism: i8| {
+            if user.is_empty() {
+                return Err((
+                    ResponseError::UnacceptableCredential,
+                    "Username must not be empty",
+                ));
+            }
+            Mechanism::from_wire(mechanism).ok_or((
+                ResponseError::UnsupportedSaslMechanism,
+                "Unknown SCRAM mechanism",
+            ))
+        };
+        for (user, mechanism) in deletions {
+            if errors.contains_key(&user) {
+                continue;
+            }
+            if deletes.remove(&user).is_some() {
+                errors.insert(user, duplicate);
+                continue;
+            }
+            let checked = check(&user, mechanism).and_then(|m| {
+                match self
+                    .scram
+                    .get(&user)
+                    .is_some_and(|c| c.contains_key(m.name()))
+                {
+                    true => Ok(m),
+                    false => Err((
+                        ResponseError::ResourceNotFound,
+                        "Attempt to delete a user credential that does not exist",
+                    )),
+                }
+            });
+            match checked {
+                Ok(m) => {
+                    deletes.insert(user, m);
+                }
+                Err(e) => {
+                    errors.insert(user, e);
+                }
+            }
+        }
+        for u in upsertions {
+            if errors.contains_key(&u.user) {
+                continue;
+            }
+            if deletes.remove(&u.user).is_some() || upserts.remove(&u.user).is_some() {
+                errors.insert(u.user, duplicate);
+                continue;
+            }
+            let checked = check(&u.user, u.mechanism).and_then(|m| match u.iterations {
+                i if i < MIN_ITERATIONS => {
+                    Err((ResponseError::UnacceptableCredential, "Too few iterations"))
+                }
+                i if i > MAX_ITERATIONS => {
+                    Err((ResponseError::UnacceptableCredential, "Too many iterations"))
+                }
+                _ => Ok(m),
+            });
+            match checked {
+                Ok(m) => {
+                    upserts.insert(u.user.clone(), (m, u));
+                }
+                Err(e) => {
+                    errors.insert(u.user, e);
+                }
+            }
+        }
+        let ok = |user: &str| ScramResult {
+            user: user.to_string(),
+            error: 0,
+            message: None,
+        };
+        let mut results = Vec::new();
+        let mut records = Vec::new();
+        for (user, m) in deletes {
+            results.push(ok(&user));
+            records.push(Record::RemoveScramCredential {
+                user,
+                mechanism: m.name().to_string(),
+            });
+        }
+        for (user, (m, u)) in upserts {
+            results.push(ok(&user));
+            records.push(Record::ScramCredential {
+                user,
+                mechanism: m.name().to_string(),
+                credential: m.credential(&u.salt, &u.salted_password, u.iterations),
+            });
+        }
+        results.extend(errors.into_iter().map(|(user, (e, message))| ScramResult {
+            user,
+            error: e.code(),
+            message: Some(message.to_string()),
+        }));
+        (results, records)
+    }
+
     /// IncrementalAlterConfigs on a group: its new configs, whole (a group need not exist
     /// to have configs, as in Kafka).
     pub fn set_group_configs(&self, group: &str, configs: BTreeMap<String, String>) -> Vec<Record> {
@@ -1220,6 +1390,75 @@ fn change(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scram_credentials_as_kafkas_controller_decides_them() {
+        use crate::security::scram::Mechanism;
+        let up = |user: &str, mechanism: i8, iterations: i32| ScramUpsertion {
+            user: user.into(),
+            mechanism,
+            iterations,
+            salt: b"salt".to_vec(),
+            salted_password: b"salted".to_vec(),
+        };
+        let mut image = Image::default();
+        let codes = |r: &[ScramResult]| {
+            r.iter()
+                .map(|r| (r.user.clone(), r.error))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let (results, records) = image.alter_scram(
+            vec![("ghost".into(), 1)],
+            vec![
+                up("alice", 1, 8192),
+                up("bob", 2, 4096),
+                up("bob", 1, 4096),
+                up("", 1, 4096),
+                up("carol", 9, 4096),
+                up("dave", 1, 100),
+                up("erin", 1, 20000),
+            ],
+        );
+        assert_eq!(
+            codes(&results),
+            BTreeMap::from([
+                ("ghost".to_string(), ResponseError::ResourceNotFound.code()),
+                ("alice".to_string(), 0),
+                ("bob".to_string(), ResponseError::DuplicateResource.code()),
+                (String::new(), ResponseError::UnacceptableCredential.code()),
+                (
+                    "carol".to_string(),
+                    ResponseError::UnsupportedSaslMechanism.code()
+                ),
+                (
+                    "dave".to_string(),
+                    ResponseError::UnacceptableCredential.code()
+                ),
+                (
+                    "erin".to_string(),
+                    ResponseError::UnacceptableCredential.code()
+                ),
+            ])
+        );
+        assert_eq!(records.len(), 1, "only alice's credential is written");
+        for r in &records {
+            image.apply(1, r);
+        }
+        let stored = &image.scram["alice"]["SCRAM-SHA-256"];
+        assert_eq!(stored.iterations, 8192);
+        // What the controller keeps is what a login checks against, never the password.
+        assert_eq!(
+            stored,
+            &Mechanism::Sha256.credential(b"salt", b"salted", 8192)
+        );
+        // Deleting it, then the user is gone.
+        let (results, records) = image.alter_scram(vec![("alice".into(), 1)], Vec::new());
+        assert_eq!(codes(&results)["alice"], 0);
+        for r in &records {
+            image.apply(2, r);
+        }
+        assert!(image.scram.is_empty());
+    }
 
     #[test]
     fn feature_levels_are_finalized_and_removed_at_level_zero() {

@@ -87,6 +87,11 @@ pub enum BrokerRequest {
         broker: String,
         configs: std::collections::BTreeMap<String, String>,
     },
+    /// AlterUserScramCredentials: each user's change stands alone.
+    AlterScram {
+        deletions: Vec<(String, i8)>,
+        upsertions: Vec<super::metadata::ScramUpsertion>,
+    },
     /// UpdateFeatures: new finalized levels, all or none (`validate_only`: only checked).
     UpdateFeatures {
         updates: Vec<super::metadata::FeatureUpdate>,
@@ -127,6 +132,8 @@ pub enum BrokerReply {
     },
     Done,
     Quorum(QuorumState),
+    /// AlterUserScramCredentials' answer, per user.
+    Scram(Vec<super::metadata::ScramResult>),
     /// Producer ids `start..start + len` belong to the asking broker.
     ProducerIds {
         start: i64,

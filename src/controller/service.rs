@@ -528,6 +528,16 @@ impl ControllerNode {
                 })
                 .await
             }
+            BrokerRequest::AlterScram {
+                deletions,
+                upsertions,
+            } => {
+                self.decide(|image, _| {
+                    let (results, records) = image.alter_scram(deletions, upsertions);
+                    Ok((BrokerReply::Scram(results), records))
+                })
+                .await
+            }
             BrokerRequest::DeleteTopic { name } => {
                 self.decide(|image, _| {
                     Ok((BrokerReply::Done, image.delete_topic(&name).map_err(err)?))

@@ -3,6 +3,7 @@
 //! and builds the typed response. Errors become wire codes through `crate::error` only.
 
 pub mod api_versions;
+pub mod client_quotas;
 pub mod configs;
 pub mod consumer_groups;
 pub mod delete_records;
@@ -23,6 +24,8 @@ pub mod offset_for_leader_epoch;
 pub mod offsets;
 pub mod produce;
 pub mod reassignments;
+pub mod sasl;
+pub mod scram_credentials;
 pub mod share_fetch;
 pub mod share_groups;
 pub mod share_state;
@@ -40,9 +43,25 @@ pub use crate::wire::{broker_id, str_bytes, topic_name};
 pub struct Connection {
     pub listener: Arc<str>,
     pub peer: SocketAddr,
-    /// Who the client is: `User:ANONYMOUS` until it authenticates (TLS with a client
-    /// certificate makes it `User:` and the certificate's subject).
+    /// Who the client is as its transport says: `User:ANONYMOUS`, or on TLS with a client
+    /// certificate `User:` and the certificate's subject. SASL overrides it
+    /// ([`Connection::principal`]).
     pub principal: Arc<str>,
+    /// On a SASL listener, the connection's authentication.
+    pub sasl: Option<std::sync::Mutex<crate::security::sasl::Session>>,
+}
+
+impl Connection {
+    /// Who the client is: its SASL principal once authenticated, else its transport's.
+    pub fn principal(&self) -> String {
+        self.sasl
+            .as_ref()
+            .and_then(|s| {
+                let s = s.lock().unwrap_or_else(|e| e.into_inner());
+                s.principal().map(str::to_string)
+            })
+            .unwrap_or_else(|| self.principal.to_string())
+    }
 }
 
 /// What a handler knows about the request it serves (dispatch fills it from the header).

@@ -184,6 +184,16 @@ codes!(OffsetDeleteResponse, |r, f| {
         .for_each(|p| f(p.error_code));
 });
 codes!(DescribeClusterResponse, |r, f| { f(r.error_code) });
+codes!(DescribeClientQuotasResponse, |r, f| { f(r.error_code) });
+codes!(SaslHandshakeResponse, |r, f| { f(r.error_code) });
+codes!(SaslAuthenticateResponse, |r, f| { f(r.error_code) });
+codes!(DescribeUserScramCredentialsResponse, |r, f| {
+    f(r.error_code);
+    r.results.iter().for_each(|u| f(u.error_code));
+});
+codes!(AlterUserScramCredentialsResponse, |r, f| {
+    r.results.iter().for_each(|u| f(u.error_code));
+});
 codes!(UpdateFeaturesResponse, |r, f| { f(r.error_code) });
 codes!(ConsumerGroupHeartbeatResponse, |r, f| { f(r.error_code) });
 codes!(ShareGroupHeartbeatResponse, |r, f| { f(r.error_code) });

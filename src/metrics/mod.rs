@@ -212,13 +212,13 @@ impl Metrics {
             authentications: counter_vec(
                 &registry,
                 "kafka_server_socket_server_metrics_successful_authentication_total",
-                "Connections that authenticated (a PLAINTEXT one counts on accept), by listener",
+                "Connections that authenticated (by TLS handshake or SASL; PLAINTEXT ones on accept), by listener",
                 &["listener"],
             ),
             failed_authentications: counter_vec(
                 &registry,
                 "kafka_server_socket_server_metrics_failed_authentication_total",
-                "Connections closed because they failed to authenticate (TLS handshakes), by listener",
+                "Connections closed because they failed to authenticate (TLS handshake or SASL), by listener",
                 &["listener"],
             ),
             isr_shrinks: counter(

@@ -36,7 +36,9 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::controller::client::ControllerClient;
-use crate::controller::metadata::{Endpoint, Image, PartitionState, NO_LEADER};
+use crate::controller::metadata::{
+    Endpoint, Image, PartitionState, ScramResult, ScramUpsertion, NO_LEADER,
+};
 use crate::controller::rpc::{BrokerReply, BrokerRequest};
 use crate::controller::service::ControllerNode;
 use crate::coordinator::share_state::ShareCoordinator;
@@ -800,6 +802,52 @@ impl Cluster {
             |i: &Arc<Image>| i.group_configs.get(group).cloned().unwrap_or_default() == configs;
         let _ = tokio::time::timeout(LOCAL_APPLY_TIMEOUT, image.wait_for(done)).await;
         Ok(())
+    }
+
+    /// AlterUserScramCredentials through the controller; returns each user's answer once
+    /// this broker has applied the accepted changes (bounded), so a login here right after
+    /// uses the new credential.
+    pub async fn alter_scram(
+        &self,
+        deletions: Vec<(String, i8)>,
+        upsertions: Vec<ScramUpsertion>,
+    ) -> Result<Vec<ScramResult>> {
+        let wanted: Vec<(String, Option<i8>, i8)> = deletions
+            .iter()
+            .map(|(user, m)| (user.clone(), None, *m))
+            .chain(
+                upsertions
+                    .iter()
+                    .map(|u| (u.user.clone(), Some(u.mechanism), u.mechanism)),
+            )
+            .collect();
+        let BrokerReply::Scram(results) = self
+            .ask(BrokerRequest::AlterScram {
+                deletions,
+                upsertions: upsertions.clone(),
+            })
+            .await?
+        else {
+            return Err(Error::ControllerUnavailable);
+        };
+        // Every accepted upsertion present here, every accepted deletion gone.
+        let accepted: Vec<(String, bool, &'static str)> = results
+            .iter()
+            .filter(|r| r.error == 0)
+            .filter_map(|r| {
+                let (user, upsert, m) = wanted.iter().find(|(u, ..)| *u == r.user)?;
+                let name = crate::security::scram::Mechanism::from_wire(*m)?.name();
+                Some((user.clone(), upsert.is_some(), name))
+            })
+            .collect();
+        let mut image = self.image.clone();
+        let done = |i: &Arc<Image>| {
+            accepted.iter().all(|(user, upsert, m)| {
+                i.scram.get(user).is_some_and(|c| c.contains_key(*m)) == *upsert
+            })
+        };
+        let _ = tokio::time::timeout(LOCAL_APPLY_TIMEOUT, image.wait_for(done)).await;
+        Ok(results)
     }
 
     /// Replaces the dynamic configs of broker `broker` ("" for the cluster's defaults)

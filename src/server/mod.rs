@@ -19,6 +19,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -26,7 +28,8 @@ use tokio::task::JoinSet;
 
 use crate::broker::Broker;
 use crate::dispatch::{self, Outcome};
-use crate::handlers::Connection;
+use crate::handlers::{self, Connection};
+use crate::security::sasl::Session;
 use crate::wire::frame::FrameReader;
 use crate::wire::splice::Pieces;
 
@@ -129,13 +132,24 @@ async fn accept(
 ) {
     let _open = broker.metrics.connection_opened(&listener);
     let _ = stream.set_nodelay(true);
+    // A SASL listener's clients authenticate in their first requests; the others are
+    // authenticated by their transport, PLAINTEXT's at once, TLS's by the handshake.
+    let sasl = broker
+        .config
+        .sasl
+        .get(&*listener)
+        .map(|accepted| std::sync::Mutex::new(Session::new(accepted.clone())));
+    let by_transport = sasl.is_none();
     let Some(tls) = tls else {
-        broker.metrics.authenticated(&listener, true);
+        if by_transport {
+            broker.metrics.authenticated(&listener, true);
+        }
         let (rd, wr) = stream.into_split();
         let ctx = Connection {
             listener,
             peer,
             principal: tls::ANONYMOUS.into(),
+            sasl,
         };
         return connection(broker, ctx, rd, wr).await;
     };
@@ -157,19 +171,61 @@ async fn accept(
     };
     match principal {
         Ok((stream, principal)) => {
-            broker.metrics.authenticated(&listener, true);
+            if by_transport {
+                broker.metrics.authenticated(&listener, true);
+            }
             tracing::debug!(peer = %peer, listener = %listener, principal = %principal, "tls handshake done");
             let (rd, wr) = tokio::io::split(stream);
             let ctx = Connection {
                 listener,
                 peer,
                 principal: principal.into(),
+                sasl,
             };
             connection(broker, ctx, rd, wr).await
         }
         Err(e) => {
             broker.metrics.authenticated(&listener, false);
             tracing::warn!(peer = %peer, listener = %listener, error = %e, "closing connection: failed tls handshake");
+        }
+    }
+}
+
+/// How long after a failed authentication's answer its connection closes (Kafka's
+/// `connection.failed.authentication.delay.ms` default).
+const FAILED_AUTHENTICATION_DELAY: Duration = Duration::from_millis(100);
+
+fn lock(s: &std::sync::Mutex<Session>) -> std::sync::MutexGuard<'_, Session> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// On a SASL listener, before the client has authenticated: a bare token after a v0
+/// SaslHandshake is answered here, and any request but ApiVersions, SaslHandshake and
+/// SaslAuthenticate closes the connection, as in Kafka. `None`: dispatch the frame.
+fn before_authentication(broker: &Arc<Broker>, ctx: &Connection, frame: &Bytes) -> Option<Outcome> {
+    let session = ctx.sasl.as_ref()?;
+    let (raw, authenticated) = {
+        let s = lock(session);
+        (s.expects_raw_token(), s.authenticated())
+    };
+    if authenticated {
+        return None;
+    }
+    if raw {
+        return Some(match handlers::sasl::raw_token(broker, ctx, frame) {
+            Some(answer) => Outcome::Respond(answer.into()),
+            None => Outcome::Close("SASL authentication failed".to_string()),
+        });
+    }
+    let key = frame.get(0..2).map(|k| i16::from_be_bytes([k[0], k[1]]));
+    match key.map(ApiKey::try_from) {
+        Some(Ok(ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)) => None,
+        other => {
+            lock(session).fail();
+            broker.metrics.authenticated(&ctx.listener, false);
+            Some(Outcome::Close(format!(
+                "request {other:?} before SASL authentication"
+            )))
         }
     }
 }
@@ -216,9 +272,19 @@ where
                 break;
             }
         };
-        match dispatch::handle(&broker, &ctx, frame).await {
+        let outcome = match before_authentication(&broker, &ctx, &frame) {
+            Some(outcome) => outcome,
+            None => dispatch::handle(&broker, &ctx, frame).await,
+        };
+        match outcome {
             Outcome::Respond(bytes) => {
                 if tx.send(bytes).await.is_err() {
+                    break;
+                }
+                if ctx.sasl.as_ref().is_some_and(|s| lock(s).failed()) {
+                    // As Kafka's connection.failed.authentication.delay.ms: the answer
+                    // goes out, then the connection closes a little later.
+                    tokio::time::sleep(FAILED_AUTHENTICATION_DELAY).await;
                     break;
                 }
             }

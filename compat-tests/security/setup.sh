@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The TLS suite's clients: kcat (Debian's librdkafka) and the Java tools of the newest
+# The security suite's clients: kcat (Debian's librdkafka) and the Java tools of the newest
 # Kafka line and of 3.9 (java/setup.sh). Its certificates are made by run-all.sh.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

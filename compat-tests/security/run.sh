@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Real clients over TLS and SASL against one broker (started by run-all.sh) with these
+# listeners: PLAINTEXT (BOOTSTRAP), SSL requiring a client certificate (BOOTSTRAP_TLS),
+# SASL_PLAINTEXT with PLAIN and SCRAM (BOOTSTRAP_SASL), SASL_SSL with SCRAM
+# (BOOTSTRAP_SASL_SSL). Certificates: scripts/make-test-certs.sh, in CERTS.
+#   TLS:
+#   - kcat: the smoke test (metadata, keyed records with headers, read back exactly) with
+#     alice's certificate; refused without a certificate and with an untrusted one.
+#   - the Java tools of Kafka 4.4.0 and 3.9.1 with --command-config / --producer.config /
+#     --consumer.config: kafka-topics creates, kafka-console-producer writes, the console
+#     consumer reads back in a group, kafka-consumer-groups describes it; a client with no
+#     keystore fails.
+#   SASL:
+#   - kafka-configs --entity-type users makes SCRAM users (over PLAINTEXT);
+#   - kcat: PLAIN (JAAS users) and SCRAM-SHA-256 on SASL_PLAINTEXT, SCRAM-SHA-512 on
+#     SASL_SSL, the smoke test each; a wrong password refused;
+#   - the Java tools of 4.4.0 and 3.9.1 over SASL_SSL with SCRAM-SHA-256: produce and
+#     consume in a group;
+#   - a user whose credential kafka-configs deletes can no longer log in.
+# Prints PASS/FAIL per check and "security: N passed, M failed"; exit 0 iff all pass.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+: "${BOOTSTRAP_TLS:?run through run-all.sh}" "${BOOTSTRAP_SASL:?}" "${BOOTSTRAP_SASL_SSL:?}" "${CERTS:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
+
+kcat_tls="-X security.protocol=ssl -X ssl.ca.location=$CERTS/ca.pem"
+alice="-X ssl.certificate.location=$CERTS/alice.pem -X ssl.key.location=$CERTS/alice.key"
+mallory="-X ssl.certificate.location=$CERTS/mallory.pem -X ssl.key.location=$CERTS/mallory.key"
+
+# kcat: the smoke test over TLS.
+if out=$(BOOTSTRAP=$BOOTSTRAP_TLS KCAT_OPTS="$kcat_tls $alice" "$here/../librdkafka/smoke-kcat.sh" 2>&1); then
+  pass kcat-smoke-tls
+else
+  fail kcat-smoke-tls "$out"
+fi
+# kcat without a certificate, or with mallory's, gets no metadata.
+for who in none mallory; do
+  opts="$kcat_tls"
+  [ "$who" = mallory ] && opts="$opts $mallory"
+  # shellcheck disable=SC2086
+  if timeout 30 kcat -b "$BOOTSTRAP_TLS" -L -m 5 $opts >"$tmp/kcat-$who" 2>&1; then
+    fail "kcat-refused-$who" "metadata was served: $(head -3 "$tmp/kcat-$who")"
+  else
+    pass "kcat-refused-$who"
+  fi
+done
+
+# The Java tools, with each Kafka line.
+cat >"$tmp/alice.properties" <<PROPS
+security.protocol=SSL
+ssl.truststore.type=PEM
+ssl.truststore.location=$CERTS/ca.pem
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$CERTS/alice.p12
+ssl.keystore.password=alice-pass
+PROPS
+cat >"$tmp/anonymous.properties" <<PROPS
+security.protocol=SSL
+ssl.truststore.type=PEM
+ssl.truststore.location=$CERTS/ca.pem
+PROPS
+for version in 4.4.0 3.9.1; do
+  run() { KAFKA_VERSION=$version timeout 120 "$here/../java/kafka-run.sh" "$@"; }
+  topic="tls-java-${version//./-}"
+  group="tls-group-${version//./-}"
+  cfg="$tmp/alice.properties"
+  if run org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP_TLS" \
+      --command-config "$cfg" --create --topic "$topic" --partitions 2 >"$tmp/create" 2>&1; then
+    pass "java-$version-topics-create"
+  else
+    fail "java-$version-topics-create" "$(tail -3 "$tmp/create")"
+  fi
+  producer=org.apache.kafka.tools.ConsoleProducer
+  [ "$version" = 3.9.1 ] && producer=kafka.tools.ConsoleProducer
+  seq 1 50 | sed 's/^/record-/' >"$tmp/in"
+  if run "$producer" --bootstrap-server "$BOOTSTRAP_TLS" --producer.config "$cfg" \
+      --topic "$topic" <"$tmp/in" >"$tmp/produce" 2>&1; then
+    pass "java-$version-console-producer"
+  else
+    fail "java-$version-console-producer" "$(tail -3 "$tmp/produce")"
+  fi
+  if run org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server "$BOOTSTRAP_TLS" \
+      --consumer.config "$cfg" --topic "$topic" --group "$group" --from-beginning \
+      --max-messages 50 --timeout-ms 60000 >"$tmp/out" 2>"$tmp/consume.err" \
+      && [ "$(grep '^record-' "$tmp/out" | sort)" = "$(sort "$tmp/in")" ]; then
+    pass "java-$version-console-consumer"
+  else
+    fail "java-$version-console-consumer" "$(grep -c '^record-' "$tmp/out") of 50 read; $(tail -3 "$tmp/consume.err")"
+  fi
+  if run org.apache.kafka.tools.consumer.group.ConsumerGroupCommand \
+      --bootstrap-server "$BOOTSTRAP_TLS" --command-config "$cfg" --describe --group "$group" \
+      >"$tmp/describe" 2>&1 && grep -q "$topic" "$tmp/describe"; then
+    pass "java-$version-consumer-groups-describe"
+  else
+    fail "java-$version-consumer-groups-describe" "$(tail -3 "$tmp/describe")"
+  fi
+  # No keystore: the broker requires a certificate, and the tool says it cannot connect.
+  if run org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP_TLS" \
+      --command-config "$tmp/anonymous.properties" --list >"$tmp/anon" 2>&1; then
+    fail "java-$version-refused-without-certificate" "listed: $(head -3 "$tmp/anon")"
+  else
+    pass "java-$version-refused-without-certificate"
+  fi
+done
+
+# ---------------------------------------------------------------- SASL
+configs() { KAFKA_VERSION=4.4.0 timeout 120 "$here/../java/kafka-run.sh" org.apache.kafka.tools.ConfigCommand --bootstrap-server "$BOOTSTRAP" "$@"; }
+if configs --alter --entity-type users --entity-name carol \
+    --add-config 'SCRAM-SHA-256=[password=carol-secret]' >"$tmp/scram1" 2>&1 \
+  && configs --alter --entity-type users --entity-name carol \
+    --add-config 'SCRAM-SHA-512=[iterations=8192,password=carol-secret]' >>"$tmp/scram1" 2>&1 \
+  && configs --alter --entity-type users --entity-name dave \
+    --add-config 'SCRAM-SHA-256=[password=dave-secret]' >>"$tmp/scram1" 2>&1; then
+  pass scram-users-created
+else
+  fail scram-users-created "$(tail -3 "$tmp/scram1")"
+fi
+
+# kcat_sasl NAME BOOTSTRAP MECHANISM USER PASSWORD [more -X options]: the kcat smoke test.
+kcat_sasl() {
+  local name=$1 bootstrap=$2 mechanism=$3 user=$4 password=$5; shift 5
+  local opts="-X sasl.mechanisms=$mechanism -X sasl.username=$user -X sasl.password=$password $*"
+  if out=$(BOOTSTRAP=$bootstrap KCAT_OPTS="$opts" "$here/../librdkafka/smoke-kcat.sh" 2>&1); then
+    pass "$name"
+  else
+    fail "$name" "$out"
+  fi
+}
+kcat_sasl kcat-plain "$BOOTSTRAP_SASL" PLAIN alice alice-secret -X security.protocol=sasl_plaintext
+kcat_sasl kcat-scram-sha-256 "$BOOTSTRAP_SASL" SCRAM-SHA-256 carol carol-secret -X security.protocol=sasl_plaintext
+kcat_sasl kcat-scram-sha-512-over-tls "$BOOTSTRAP_SASL_SSL" SCRAM-SHA-512 carol carol-secret \
+  -X security.protocol=sasl_ssl -X "ssl.ca.location=$CERTS/ca.pem"
+# kcat_refused NAME BOOTSTRAP MECHANISM USER PASSWORD: no metadata for this login.
+kcat_refused() {
+  if timeout 30 kcat -b "$2" -X security.protocol=sasl_plaintext -X "sasl.mechanisms=$3" \
+      -X "sasl.username=$4" -X "sasl.password=$5" -L -m 5 >"$tmp/$1" 2>&1; then
+    fail "$1" "metadata was served: $(head -3 "$tmp/$1")"
+  elif ! grep -q "Authentication failed\|Invalid username or password" "$tmp/$1"; then
+    fail "$1" "refused, but not as an authentication failure: $(head -3 "$tmp/$1")"
+  else
+    pass "$1"
+  fi
+}
+kcat_refused kcat-plain-wrong-password "$BOOTSTRAP_SASL" PLAIN alice wrong
+kcat_refused kcat-scram-wrong-password "$BOOTSTRAP_SASL" SCRAM-SHA-256 carol wrong
+kcat_refused kcat-scram-unknown-user "$BOOTSTRAP_SASL" SCRAM-SHA-256 nobody x
+
+# The Java tools over SASL_SSL with SCRAM-SHA-256.
+cat >"$tmp/carol.properties" <<PROPS
+security.protocol=SASL_SSL
+ssl.truststore.type=PEM
+ssl.truststore.location=$CERTS/ca.pem
+sasl.mechanism=SCRAM-SHA-256
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="carol" password="carol-secret";
+PROPS
+for version in 4.4.0 3.9.1; do
+  run() { KAFKA_VERSION=$version timeout 120 "$here/../java/kafka-run.sh" "$@"; }
+  topic="sasl-java-${version//./-}"
+  cfg="$tmp/carol.properties"
+  producer=org.apache.kafka.tools.ConsoleProducer
+  [ "$version" = 3.9.1 ] && producer=kafka.tools.ConsoleProducer
+  seq 1 30 | sed 's/^/scram-/' >"$tmp/sin"
+  if run org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP_SASL_SSL" \
+      --command-config "$cfg" --create --topic "$topic" --partitions 2 >"$tmp/screate" 2>&1 \
+    && run "$producer" --bootstrap-server "$BOOTSTRAP_SASL_SSL" --producer.config "$cfg" \
+      --topic "$topic" <"$tmp/sin" >"$tmp/sproduce" 2>&1 \
+    && run org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server "$BOOTSTRAP_SASL_SSL" \
+      --consumer.config "$cfg" --topic "$topic" --group "sasl-$version" --from-beginning \
+      --max-messages 30 --timeout-ms 60000 >"$tmp/sout" 2>"$tmp/sconsume.err" \
+    && [ "$(grep '^scram-' "$tmp/sout" | sort)" = "$(sort "$tmp/sin")" ]; then
+    pass "java-$version-scram-over-sasl-ssl"
+  else
+    fail "java-$version-scram-over-sasl-ssl" "$(grep -c '^scram-' "$tmp/sout" 2>/dev/null) of 30 read; $(tail -2 "$tmp/screate" "$tmp/sproduce" "$tmp/sconsume.err" 2>/dev/null | tr '\n' ' ' | cut -c1-400)"
+  fi
+done
+
+# dave logs in; his credential is deleted; he no longer can.
+kcat_sasl kcat-scram-before-delete "$BOOTSTRAP_SASL" SCRAM-SHA-256 dave dave-secret -X security.protocol=sasl_plaintext
+if configs --alter --entity-type users --entity-name dave --delete-config SCRAM-SHA-256 >"$tmp/sdel" 2>&1; then
+  kcat_refused kcat-scram-after-delete "$BOOTSTRAP_SASL" SCRAM-SHA-256 dave dave-secret
+else
+  fail kcat-scram-after-delete "kafka-configs --delete-config: $(tail -3 "$tmp/sdel")"
+fi
+
+echo "security: $passed passed, $failed failed"
+[ "$failed" = 0 ]

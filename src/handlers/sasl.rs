@@ -1,0 +1,144 @@
+//! SaslHandshake and SaslAuthenticate, on a connection's SASL session
+//! ([`crate::security::sasl::Session`]): the server lets only these and ApiVersions through
+//! before a SASL listener's client has authenticated, and closes the connection once the
+//! session has failed. On a listener without SASL both answer ILLEGAL_SASL_STATE.
+
+use std::sync::Arc;
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
+use kafka_protocol::ResponseError;
+
+use super::{str_bytes, Connection, RequestContext};
+use crate::broker::Broker;
+use crate::security::sasl::{Refusal, Step};
+
+pub async fn handshake(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: SaslHandshakeRequest,
+) -> SaslHandshakeResponse {
+    let Some(session) = &ctx.conn.sasl else {
+        return SaslHandshakeResponse::default()
+            .with_error_code(ResponseError::IllegalSaslState.code());
+    };
+    let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+    let result = s.handshake(req.mechanism.as_str(), ctx.version);
+    let response = SaslHandshakeResponse::default().with_mechanisms(
+        s.mechanisms()
+            .iter()
+            .map(|m| str_bytes(m.as_str()))
+            .collect(),
+    );
+    match result {
+        Ok(()) => response,
+        Err(refusal) => {
+            refused(broker, ctx.conn, &refusal);
+            s.fail();
+            response.with_error_code(code(&refusal))
+        }
+    }
+}
+
+pub async fn authenticate(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    req: SaslAuthenticateRequest,
+) -> SaslAuthenticateResponse {
+    let illegal = || {
+        SaslAuthenticateResponse::default()
+            .with_error_code(ResponseError::IllegalSaslState.code())
+            .with_error_message(Some(str_bytes("Unexpected SaslAuthenticate request")))
+    };
+    let Some(session) = &ctx.conn.sasl else {
+        return illegal();
+    };
+    if !session
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .expects_authenticate()
+    {
+        session.lock().unwrap_or_else(|e| e.into_inner()).fail();
+        return illegal();
+    }
+    match step(broker, ctx.conn, &req.auth_bytes) {
+        Ok(bytes) => SaslAuthenticateResponse::default().with_auth_bytes(bytes),
+        Err(refusal) => {
+            let message = match &refusal {
+                Refusal::UnsupportedMechanism(m)
+                | Refusal::IllegalState(m)
+                | Refusal::Failed(m) => m.clone(),
+            };
+            SaslAuthenticateResponse::default()
+                .with_error_code(code(&refusal))
+                .with_error_message(Some(str_bytes(message)))
+        }
+    }
+}
+
+/// A bare token after a v0 SaslHandshake: the answer, as a bare length-prefixed frame, or
+/// `None` when authentication failed (the connection then closes without an answer, as
+/// Kafka's does).
+pub fn raw_token(broker: &Arc<Broker>, conn: &Connection, token: &[u8]) -> Option<Bytes> {
+    let bytes = step(broker, conn, token).ok()?;
+    let mut frame = BytesMut::with_capacity(4 + bytes.len());
+    frame.put_i32(bytes.len() as i32);
+    frame.put_slice(&bytes);
+    Some(frame.freeze())
+}
+
+/// One token through the session: the bytes to answer, or the refusal (counted, logged,
+/// and the session failed).
+fn step(broker: &Arc<Broker>, conn: &Connection, token: &[u8]) -> Result<Bytes, Refusal> {
+    let Some(session) = &conn.sasl else {
+        return Err(Refusal::IllegalState("no SASL on this listener".into()));
+    };
+    let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+    let credential = |user: &str, m: crate::security::scram::Mechanism| {
+        broker.scram_credentials(user).get(m.name()).cloned()
+    };
+    match s.token(token, &credential, &nonce) {
+        Ok(Step::Challenge(bytes)) => Ok(bytes.into()),
+        Ok(Step::Done {
+            response,
+            principal,
+        }) => {
+            broker.metrics.authenticated(&conn.listener, true);
+            tracing::debug!(peer = %conn.peer, listener = %conn.listener, principal = %principal, "sasl authenticated");
+            Ok(response.into())
+        }
+        Err(refusal) => {
+            refused(broker, conn, &refusal);
+            s.fail();
+            Err(refusal)
+        }
+    }
+}
+
+fn code(refusal: &Refusal) -> i16 {
+    match refusal {
+        Refusal::UnsupportedMechanism(_) => ResponseError::UnsupportedSaslMechanism.code(),
+        Refusal::IllegalState(_) => ResponseError::IllegalSaslState.code(),
+        Refusal::Failed(_) => ResponseError::SaslAuthenticationFailed.code(),
+    }
+}
+
+/// One log line and one failed authentication per refused client.
+fn refused(broker: &Arc<Broker>, conn: &Connection, refusal: &Refusal) {
+    broker.metrics.authenticated(&conn.listener, false);
+    tracing::warn!(peer = %conn.peer, listener = %conn.listener, refusal = ?refusal, "sasl authentication failed");
+}
+
+/// SCRAM's server nonce: 18 random bytes in base64 (never a comma).
+fn nonce() -> String {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 18];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .expect("the system's random source");
+    B64.encode(bytes)
+}

@@ -1,0 +1,320 @@
+//! One connection's SASL authentication as Kafka's SaslServerAuthenticator runs it:
+//! ApiVersions and SaslHandshake first, then the mechanism's tokens, in SaslAuthenticate
+//! requests (handshake v1) or raw (v0). PLAIN checks `user_<name>` entries of the
+//! listener's JAAS config; SCRAM-SHA-256/512 check the credentials in the cluster metadata.
+//! Any failure fails the whole authentication: the client learns only that it failed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::scram::{self, ClientFirst, Credential, Mechanism as Scram};
+
+/// What a SASL listener accepts.
+#[derive(Debug, Clone, Default)]
+pub struct Accepted {
+    /// `sasl.enabled.mechanisms`, by their SASL names, in the configured order.
+    pub mechanisms: Vec<String>,
+    /// PLAIN's users and passwords (`user_<name>="..."` in the JAAS config).
+    pub plain_users: BTreeMap<String, String>,
+}
+
+/// Where a connection is in its authentication.
+#[derive(Debug)]
+enum Stage {
+    /// Only ApiVersions and SaslHandshake are accepted.
+    Start,
+    /// The mechanism is chosen; `raw` after a v0 handshake.
+    Chosen {
+        mechanism: String,
+        raw: bool,
+    },
+    /// SCRAM's server-first was sent.
+    ScramFirst {
+        mechanism: Scram,
+        client: ClientFirst,
+        server_first: String,
+        credential: Credential,
+        raw: bool,
+    },
+    Authenticated,
+    Failed,
+}
+
+/// A connection's SASL state.
+#[derive(Debug)]
+pub struct Session {
+    accepted: Arc<Accepted>,
+    stage: Stage,
+    principal: Option<String>,
+}
+
+/// Why a handshake or token was refused; the message is for the broker's log and, where
+/// Kafka sends one, the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// UNSUPPORTED_SASL_MECHANISM (33).
+    UnsupportedMechanism(String),
+    /// ILLEGAL_SASL_STATE (34).
+    IllegalState(String),
+    /// SASL_AUTHENTICATION_FAILED (58).
+    Failed(String),
+}
+
+/// What an accepted token leads to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Send these bytes and wait for the next token.
+    Challenge(Vec<u8>),
+    /// Authenticated as `principal`; send these bytes (possibly empty).
+    Done {
+        response: Vec<u8>,
+        principal: String,
+    },
+}
+
+impl Session {
+    pub fn new(accepted: Arc<Accepted>) -> Session {
+        Session {
+            accepted,
+            stage: Stage::Start,
+            principal: None,
+        }
+    }
+
+    /// The enabled mechanisms, as SaslHandshake lists them.
+    pub fn mechanisms(&self) -> &[String] {
+        &self.accepted.mechanisms
+    }
+
+    pub fn authenticated(&self) -> bool {
+        matches!(self.stage, Stage::Authenticated)
+    }
+
+    /// After a v0 handshake, the next frames are bare tokens, not requests.
+    pub fn expects_raw_token(&self) -> bool {
+        matches!(
+            self.stage,
+            Stage::Chosen { raw: true, .. } | Stage::ScramFirst { raw: true, .. }
+        )
+    }
+
+    /// Whether a SaslAuthenticate request is expected now.
+    pub fn expects_authenticate(&self) -> bool {
+        matches!(
+            self.stage,
+            Stage::Chosen { raw: false, .. } | Stage::ScramFirst { raw: false, .. }
+        )
+    }
+
+    pub fn principal(&self) -> Option<&str> {
+        self.principal.as_deref()
+    }
+
+    /// Whether authentication failed: the connection is closed.
+    pub fn failed(&self) -> bool {
+        matches!(self.stage, Stage::Failed)
+    }
+
+    /// Marks authentication failed (an out-of-order request, say).
+    pub fn fail(&mut self) {
+        self.stage = Stage::Failed;
+    }
+
+    /// SaslHandshake: chooses `mechanism` (v0: raw tokens follow).
+    pub fn handshake(&mut self, mechanism: &str, version: i16) -> Result<(), Refusal> {
+        if !matches!(self.stage, Stage::Start) {
+            return Err(Refusal::IllegalState(
+                "Unexpected SaslHandshake request".to_string(),
+            ));
+        }
+        if !self.accepted.mechanisms.iter().any(|m| m == mechanism) {
+            self.stage = Stage::Failed;
+            return Err(Refusal::UnsupportedMechanism(format!(
+                "Unsupported SASL mechanism {mechanism}"
+            )));
+        }
+        self.stage = Stage::Chosen {
+            mechanism: mechanism.to_string(),
+            raw: version == 0,
+        };
+        Ok(())
+    }
+
+    /// The next token of the chosen mechanism. `credential` finds a user's SCRAM
+    /// credential; `nonce` makes SCRAM's server nonce.
+    pub fn token(
+        &mut self,
+        token: &[u8],
+        credential: &dyn Fn(&str, Scram) -> Option<Credential>,
+        nonce: &dyn Fn() -> String,
+    ) -> Result<Step, Refusal> {
+        let stage = std::mem::replace(&mut self.stage, Stage::Failed);
+        let step = match stage {
+            Stage::Chosen { mechanism, raw } => match mechanism.as_str() {
+                "PLAIN" => self.plain(token),
+                name => {
+                    let m = Scram::from_name(name).ok_or_else(|| {
+                        Refusal::UnsupportedMechanism(format!("Unsupported SASL mechanism {name}"))
+                    })?;
+                    let client = scram::parse_client_first(token).map_err(failed)?;
+                    let credential =
+                        credential(&client.username, m).ok_or_else(|| invalid_credentials(name))?;
+                    let server_first = scram::server_first(&client, &credential, &nonce());
+                    self.stage = Stage::ScramFirst {
+                        mechanism: m,
+                        client,
+                        server_first: server_first.clone(),
+                        credential,
+                        raw,
+                    };
+                    return Ok(Step::Challenge(server_first.into_bytes()));
+                }
+            },
+            Stage::ScramFirst {
+                mechanism,
+                client,
+                server_first,
+                credential,
+                ..
+            } => {
+                let server_final = scram::verify_client_final(
+                    mechanism,
+                    &client,
+                    &server_first,
+                    &credential,
+                    token,
+                )
+                .map_err(|e| {
+                    // The client learns only that it failed, as from Kafka.
+                    tracing::debug!(user = %client.username, error = %e, "scram client-final refused");
+                    invalid_credentials(mechanism.name())
+                })?;
+                Ok(Step::Done {
+                    response: server_final.into_bytes(),
+                    principal: format!("User:{}", client.username),
+                })
+            }
+            Stage::Start | Stage::Authenticated | Stage::Failed => {
+                return Err(Refusal::IllegalState(
+                    "Unexpected SaslAuthenticate request".to_string(),
+                ))
+            }
+        }?;
+        if let Step::Done { principal, .. } = &step {
+            self.principal = Some(principal.clone());
+            self.stage = Stage::Authenticated;
+        }
+        Ok(step)
+    }
+
+    /// PLAIN's one token, `authzid NUL user NUL password` (authzid empty or the user).
+    fn plain(&self, token: &[u8]) -> Result<Step, Refusal> {
+        let bad = || Refusal::Failed("Invalid username or password".to_string());
+        let text = std::str::from_utf8(token).map_err(|_| bad())?;
+        let mut parts = text.split('\0');
+        let (Some(authzid), Some(user), Some(password), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(Refusal::Failed(
+                "Invalid SASL/PLAIN response: expected 3 tokens".to_string(),
+            ));
+        };
+        if user.is_empty() {
+            return Err(Refusal::Failed(
+                "Authentication failed: username not specified".to_string(),
+            ));
+        }
+        if !authzid.is_empty() && authzid != user {
+            return Err(Refusal::Failed(
+                "Authentication failed: Client requested an authorization id that is different from username".to_string(),
+            ));
+        }
+        match self.accepted.plain_users.get(user) {
+            Some(expected) if scram::constant_time_eq(expected.as_bytes(), password.as_bytes()) => {
+                Ok(Step::Done {
+                    response: Vec::new(),
+                    principal: format!("User:{user}"),
+                })
+            }
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// Kafka's one answer to a SCRAM login that fails, whatever the reason.
+fn invalid_credentials(mechanism: &str) -> Refusal {
+    Refusal::Failed(format!(
+        "Authentication failed during authentication due to invalid credentials with SASL \
+         mechanism {mechanism}"
+    ))
+}
+
+fn failed(e: scram::ScramError) -> Refusal {
+    Refusal::Failed(format!("Authentication failed: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session() -> Session {
+        Session::new(Arc::new(Accepted {
+            mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()],
+            plain_users: BTreeMap::from([("alice".into(), "alice-secret".into())]),
+        }))
+    }
+
+    fn none(_: &str, _: Scram) -> Option<Credential> {
+        None
+    }
+
+    #[test]
+    fn plain_accepts_the_jaas_users_only() {
+        let nonce = || "n".to_string();
+        let mut s = session();
+        assert!(s.handshake("GSSAPI", 1).is_err());
+        let mut s = session();
+        s.handshake("PLAIN", 1).unwrap();
+        assert!(s.expects_authenticate());
+        let done = s.token(b"\0alice\0alice-secret", &none, &nonce).unwrap();
+        assert!(matches!(done, Step::Done { principal, .. } if principal == "User:alice"));
+        assert!(s.authenticated());
+        for bad in [
+            &b"\0alice\0wrong"[..],
+            b"\0bob\0alice-secret",
+            b"mallory\0alice\0alice-secret",
+            b"\0alice",
+            b"",
+            b"\0\0x",
+        ] {
+            let mut s = session();
+            s.handshake("PLAIN", 0).unwrap();
+            assert!(s.expects_raw_token());
+            assert!(matches!(
+                s.token(bad, &none, &nonce),
+                Err(Refusal::Failed(_))
+            ));
+            assert!(!s.authenticated());
+        }
+        // A token before any handshake, a second handshake: illegal state.
+        let mut s = session();
+        assert!(matches!(
+            s.token(b"x", &none, &nonce),
+            Err(Refusal::IllegalState(_))
+        ));
+        let mut s = session();
+        s.handshake("PLAIN", 1).unwrap();
+        assert!(matches!(
+            s.handshake("PLAIN", 1),
+            Err(Refusal::IllegalState(_))
+        ));
+    }
+
+    #[test]
+    fn scram_for_a_user_without_a_credential_fails_at_client_first() {
+        let mut s = session();
+        s.handshake("SCRAM-SHA-256", 1).unwrap();
+        let r = s.token(b"n,,n=ghost,r=abc", &none, &|| "n".to_string());
+        assert!(matches!(r, Err(Refusal::Failed(_))));
+    }
+}

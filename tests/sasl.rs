@@ -1,0 +1,265 @@
+//! SASL listeners against the real binary, at the protocol level: SaslHandshake v0 and v1,
+//! SaslAuthenticate, PLAIN with the JAAS users, and every way to get it wrong (wrong
+//! password, unknown mechanism, requests before authentication, tokens before the
+//! handshake) closing that connection only, answered with Kafka's error code and counted as
+//! a failed authentication; hundreds of failed logins leave the broker serving. SCRAM is
+//! driven by real clients in compat-tests/security (kcat, the Java tools).
+
+mod common;
+
+use std::net::SocketAddr;
+
+use bytes::{BufMut, BytesMut};
+use common::{free_port, http_get, metric_value, Broker, Client};
+use kafka_protocol::messages::{
+    ApiKey, MetadataRequest, MetadataResponse, SaslAuthenticateRequest, SaslAuthenticateResponse,
+    SaslHandshakeRequest, SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+const JAAS: &str = "listener.name.sasl_plaintext.plain.sasl.jaas.config=\
+    org.apache.kafka.common.security.plain.PlainLoginModule required \
+    username=\"admin\" password=\"admin-secret\" user_alice=\"alice-secret\";";
+
+struct Sasl {
+    broker: Broker,
+    sasl: SocketAddr,
+    metrics: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+fn start() -> Sasl {
+    let plain = free_port();
+    let sasl = free_port();
+    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let overrides = [
+        format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}"),
+        format!("metrics.listener={metrics}"),
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256".to_string(),
+        JAAS.to_string(),
+    ];
+    let refs: Vec<&str> = overrides.iter().map(String::as_str).collect();
+    let mut broker = Broker::launch_in(&dir.path().join("data"), plain, &refs);
+    broker.await_listening();
+    Sasl {
+        broker,
+        sasl: format!("127.0.0.1:{sasl}").parse().unwrap(),
+        metrics,
+        _dir: dir,
+    }
+}
+
+fn handshake(c: &mut Client, mechanism: &str, version: i16) -> SaslHandshakeResponse {
+    c.send(
+        ApiKey::SaslHandshake,
+        version,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into())),
+    )
+}
+
+fn authenticate(c: &mut Client, token: &[u8]) -> SaslAuthenticateResponse {
+    c.send(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(token.to_vec().into()),
+    )
+}
+
+fn metadata(c: &mut Client) -> MetadataResponse {
+    c.send(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(Some(Vec::new())),
+    )
+}
+
+/// A connection that logs in as alice with PLAIN over handshake v1.
+fn logged_in(addr: SocketAddr) -> Client {
+    let mut c = Client::connect(addr);
+    assert_eq!(handshake(&mut c, "PLAIN", 1).error_code, 0);
+    let r = authenticate(&mut c, b"\0alice\0alice-secret");
+    assert_eq!(r.error_code, 0, "{r:?}");
+    c
+}
+
+fn authentications(metrics: SocketAddr) -> (f64, f64) {
+    let (_, text) = http_get(metrics, "/metrics");
+    let get =
+        |name: &str| metric_value(&text, name, &[("listener", "SASL_PLAINTEXT")]).unwrap_or(-1.0);
+    (
+        get("kafka_server_socket_server_metrics_successful_authentication_total"),
+        get("kafka_server_socket_server_metrics_failed_authentication_total"),
+    )
+}
+
+#[test]
+fn plain_logins_are_served_and_every_wrong_one_loses_only_its_connection() {
+    let s = start();
+    // Handshake v1: the enabled mechanisms are listed; then SaslAuthenticate.
+    let mut alice = Client::connect(s.sasl);
+    let h = handshake(&mut alice, "PLAIN", 1);
+    assert_eq!(h.error_code, 0);
+    let listed: Vec<String> = h.mechanisms.iter().map(|m| m.to_string()).collect();
+    assert_eq!(listed, vec!["PLAIN", "SCRAM-SHA-256"]);
+    assert_eq!(
+        authenticate(&mut alice, b"\0alice\0alice-secret").error_code,
+        0
+    );
+    assert_eq!(
+        metadata(&mut alice).brokers[0].port,
+        i32::from(s.sasl.port())
+    );
+
+    // Handshake v0: the token travels bare, and so does the (empty) answer.
+    let mut raw = Client::connect(s.sasl);
+    assert_eq!(handshake(&mut raw, "PLAIN", 0).error_code, 0);
+    let token = b"alice\0alice\0alice-secret";
+    let mut frame = BytesMut::new();
+    frame.put_i32(token.len() as i32);
+    frame.put_slice(token);
+    raw.send_raw(&frame);
+    assert_eq!(raw.read_frame().expect("the bare answer").len(), 0);
+    assert!(metadata(&mut raw).brokers.len() == 1);
+
+    // Each of these is answered with Kafka's error (where Kafka answers) and closed.
+    let mut failures = 0;
+    let mut wrong = Client::connect(s.sasl);
+    handshake(&mut wrong, "PLAIN", 1);
+    let r = authenticate(&mut wrong, b"\0alice\0wrong");
+    assert_eq!(r.error_code, 58, "SASL_AUTHENTICATION_FAILED: {r:?}");
+    assert!(r.error_message.is_some());
+    assert!(wrong.is_closed());
+    failures += 1;
+
+    let mut unknown_user = Client::connect(s.sasl);
+    handshake(&mut unknown_user, "PLAIN", 1);
+    assert_eq!(
+        authenticate(&mut unknown_user, b"\0mallory\0alice-secret").error_code,
+        58
+    );
+    assert!(unknown_user.is_closed());
+    failures += 1;
+
+    let mut gssapi = Client::connect(s.sasl);
+    let h = handshake(&mut gssapi, "GSSAPI", 1);
+    assert_eq!(h.error_code, 33, "UNSUPPORTED_SASL_MECHANISM");
+    assert_eq!(h.mechanisms.len(), 2, "the enabled ones are listed");
+    assert!(gssapi.is_closed());
+    failures += 1;
+
+    let mut scram_nobody = Client::connect(s.sasl);
+    handshake(&mut scram_nobody, "SCRAM-SHA-256", 1);
+    assert_eq!(
+        authenticate(&mut scram_nobody, b"n,,n=nobody,r=abcdef").error_code,
+        58
+    );
+    assert!(scram_nobody.is_closed());
+    failures += 1;
+
+    let mut garbage = Client::connect(s.sasl);
+    handshake(&mut garbage, "SCRAM-SHA-256", 1);
+    assert_eq!(
+        authenticate(&mut garbage, &[0xff, 0x00, 0x17]).error_code,
+        58
+    );
+    assert!(garbage.is_closed());
+    failures += 1;
+
+    // A request other than ApiVersions before authenticating: closed, no answer.
+    let mut eager = Client::connect(s.sasl);
+    let frame = eager.frame(ApiKey::Metadata, 12, &MetadataRequest::default());
+    eager.send_raw(&frame);
+    assert!(eager.read_frame().is_none());
+    failures += 1;
+
+    // SaslAuthenticate before any handshake: ILLEGAL_SASL_STATE, then closed.
+    let mut early = Client::connect(s.sasl);
+    assert_eq!(
+        authenticate(&mut early, b"\0alice\0alice-secret").error_code,
+        34
+    );
+    assert!(early.is_closed());
+
+    // On a listener without SASL, SaslHandshake is ILLEGAL_SASL_STATE and the connection
+    // goes on.
+    let mut plain = s.broker.client();
+    assert_eq!(handshake(&mut plain, "PLAIN", 1).error_code, 34);
+    assert_eq!(metadata(&mut plain).brokers.len(), 1);
+
+    // Hundreds of failed logins in a row, from four clients at once.
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let addr = s.sasl;
+            std::thread::spawn(move || {
+                for _ in 0..75 {
+                    let mut c = Client::connect(addr);
+                    handshake(&mut c, "PLAIN", 1);
+                    assert_eq!(authenticate(&mut c, b"\0alice\0guess").error_code, 58);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    failures += 300;
+
+    // Those who logged in are still served, and a new login works.
+    assert_eq!(metadata(&mut alice).brokers.len(), 1);
+    assert_eq!(metadata(&mut raw).brokers.len(), 1);
+    assert_eq!(metadata(&mut logged_in(s.sasl)).brokers.len(), 1);
+    let (ok, failed) = authentications(s.metrics);
+    assert_eq!(ok, 3.0, "alice three times");
+    // The early SaslAuthenticate is refused before any mechanism ran: not a login attempt.
+    assert_eq!(
+        failed,
+        f64::from(failures),
+        "each failed login counted once"
+    );
+}
+
+#[test]
+fn bad_sasl_settings_stop_start_up_with_the_key_named() {
+    let listener = "listeners=SASL_PLAINTEXT://127.0.0.1:0";
+    for (settings, expected) in [
+        // Kafka's default mechanism is GSSAPI, which Cairn does not serve.
+        (vec![listener], vec!["sasl.enabled.mechanisms", "GSSAPI"]),
+        (
+            vec![listener, "sasl.enabled.mechanisms=PLAIN"],
+            vec!["listener.name.sasl_plaintext.plain.sasl.jaas.config"],
+        ),
+        (
+            vec![
+                listener,
+                "sasl.enabled.mechanisms=PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config=Plain required user_a=\"secret-pw\"",
+            ],
+            vec!["plain.sasl.jaas.config", "';'"],
+        ),
+        (
+            vec![
+                listener,
+                "sasl.enabled.mechanisms=PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required user_a=\"secret-pw\";",
+            ],
+            vec!["PlainLoginModule"],
+        ),
+        (
+            vec![listener, "sasl.enabled.mechanisms=OAUTHBEARER"],
+            vec!["OAUTHBEARER is not supported"],
+        ),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["--override", "metrics.listener=none"])
+            .args(settings.iter().flat_map(|s| ["--override", s]))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{settings:?}: {err}");
+        for e in expected {
+            assert!(err.contains(e), "{settings:?}: {e} not in {err}");
+        }
+        assert!(!err.contains("secret-pw"), "a password was printed: {err}");
+    }
+}
