@@ -10,7 +10,7 @@ mod common;
 use std::net::SocketAddr;
 
 use bytes::{BufMut, BytesMut};
-use common::{free_port, http_get, metric_value, Broker, Client};
+use common::{free_port, http_get, metric_value, refuses_to_start, Broker, Client};
 use kafka_protocol::messages::{
     ApiKey, MetadataRequest, MetadataResponse, SaslAuthenticateRequest, SaslAuthenticateResponse,
     SaslHandshakeRequest, SaslHandshakeResponse,
@@ -250,16 +250,6 @@ fn bad_sasl_settings_stop_start_up_with_the_key_named() {
             vec!["OAUTHBEARER is not supported"],
         ),
     ] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
-            .args(["--override", "metrics.listener=none"])
-            .args(settings.iter().flat_map(|s| ["--override", s]))
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{settings:?}: {err}");
-        for e in expected {
-            assert!(err.contains(e), "{settings:?}: {e} not in {err}");
-        }
-        assert!(!err.contains("secret-pw"), "a password was printed: {err}");
+        refuses_to_start(&settings, &expected, "secret-pw");
     }
 }

@@ -164,6 +164,23 @@ impl Broker {
     }
 }
 
+/// Starts the binary with `overrides` (and no metrics listener) and checks that it refuses
+/// to start as a config error: exit code 2, every one of `expected` in its message, and
+/// `secret` nowhere in it.
+pub fn refuses_to_start(overrides: &[&str], expected: &[&str], secret: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["--override", "metrics.listener=none"])
+        .args(overrides.iter().flat_map(|o| ["--override", o]))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{overrides:?}: {err}");
+    for e in expected {
+        assert!(err.contains(e), "{overrides:?}: {e} not in {err}");
+    }
+    assert!(!err.contains(secret), "a secret was printed: {err}");
+}
+
 pub fn signal(child: &Child, sig: &str) {
     let ok = Command::new("kill")
         .arg(format!("-{sig}"))
