@@ -16,6 +16,8 @@
 //    and reject records of a topic written before the group (share.auto.offset.reset set
 //    as a group config); each record is finished exactly once.
 //
+// With -sasl-admin, it runs the SCRAM checks of sasl.go instead (compat-tests/security).
+//
 // Prints "PASS name" / "FAIL name: reason" lines, then exactly one line
 // "franz-go: N passed, M failed"; exits non-zero if M > 0.
 package main
@@ -126,7 +128,13 @@ func main() {
 	eosIn := flag.String("eos-in", "", "the exactly-once member's input topic")
 	eosOut := flag.String("eos-out", "", "the exactly-once member's output topic")
 	eosGroup := flag.String("eos-group", "", "the exactly-once member's group")
+	saslAdmin := flag.String("sasl-admin", "", "run the SCRAM checks (sasl.go) instead, making users through this PLAINTEXT address")
+	saslBoot := flag.String("sasl-bootstrap", "", "the SCRAM checks' SASL listener")
+	saslCA := flag.String("sasl-ca", "", "the CA of a SASL_SSL listener (TLS when set)")
 	flag.Parse()
+	if *saslAdmin != "" {
+		saslChecks(*saslAdmin, *saslBoot, *saslCA)
+	}
 	if *eosID != "" {
 		if err := eosMember(*boot, *eosIn, *eosOut, *eosGroup, *eosID, 20*time.Second); err != nil {
 			fmt.Fprintf(os.Stderr, "eos member %s: %v\n", *eosID, err)

@@ -16,7 +16,9 @@
 #     SASL_SSL, the smoke test each; a wrong password refused;
 #   - the Java tools of 4.4.0 and 3.9.1 over SASL_SSL with SCRAM-SHA-256: produce and
 #     consume in a group;
-#   - a user whose credential kafka-configs deletes can no longer log in.
+#   - a user whose credential kafka-configs deletes can no longer log in;
+#   - franz-go (franz-go/sasl.go): kadm makes a SCRAM-SHA-512 user, produce and consume
+#     as it over SASL_SSL, a wrong password and the user once deleted refused.
 # Prints PASS/FAIL per check and "security: N passed, M failed"; exit 0 iff all pass.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -185,6 +187,23 @@ if configs --alter --entity-type users --entity-name dave --delete-config SCRAM-
   kcat_refused kcat-scram-after-delete "$BOOTSTRAP_SASL" SCRAM-SHA-256 dave dave-secret
 else
   fail kcat-scram-after-delete "kafka-configs --delete-config: $(tail -3 "$tmp/sdel")"
+fi
+
+# franz-go (sasl.go): kadm makes and deletes a SCRAM-SHA-512 user; produce and consume as
+# that user over SASL_SSL; a wrong password and the deleted user refused.
+franz="${FRANZ_GO_CACHE:-$HOME/.cache/cairn-franz-go}/franz-go-checks"
+mkdir -p "$(dirname "$franz")"
+if ! (cd "$here/../franz-go" && go build -mod=readonly -o "$franz" .) >"$tmp/franz-build" 2>&1; then
+  fail franz-go-build "$(tail -5 "$tmp/franz-build")"
+else
+  "$franz" -sasl-admin "$BOOTSTRAP" -sasl-bootstrap "$BOOTSTRAP_SASL_SSL" -sasl-ca "$CERTS/ca.pem" >"$tmp/franz" 2>&1
+  while read -r verdict name rest; do
+    case "$verdict" in
+      PASS) pass "franz-go-$name" ;;
+      FAIL) fail "franz-go-${name%:}" "$rest" ;;
+    esac
+  done <"$tmp/franz"
+  grep -q "^franz-go: [0-9]* passed, 0 failed" "$tmp/franz" || fail franz-go "$(tail -3 "$tmp/franz")"
 fi
 
 echo "security: $passed passed, $failed failed"

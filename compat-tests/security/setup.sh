@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The security suite's clients: kcat (Debian's librdkafka) and the Java tools of the newest
-# Kafka line and of 3.9 (java/setup.sh). Its certificates are made by run-all.sh.
+# The security suite's clients: kcat (Debian's librdkafka), the Java tools of the newest
+# Kafka line and of 3.9 (java/setup.sh) and franz-go (franz-go/setup.sh). Its
+# certificates are made by run-all.sh.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 "$here/../librdkafka/setup.sh"
 KAFKA_VERSION=4.4.0 "$here/../java/setup.sh"
 KAFKA_VERSION=3.9.1 "$here/../java/setup.sh"
+"$here/../franz-go/setup.sh"
