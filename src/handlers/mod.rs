@@ -52,14 +52,18 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Who the client is: its SASL principal once authenticated, else its transport's.
-    pub fn principal(&self) -> String {
+    /// The connection's SASL session, locked; `None` on a listener without SASL. Requests
+    /// of a connection are handled one at a time, so the lock is never contended.
+    pub fn session(&self) -> Option<std::sync::MutexGuard<'_, crate::security::sasl::Session>> {
         self.sasl
             .as_ref()
-            .and_then(|s| {
-                let s = s.lock().unwrap_or_else(|e| e.into_inner());
-                s.principal().map(str::to_string)
-            })
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Who the client is: its SASL principal once authenticated, else its transport's.
+    pub fn principal(&self) -> String {
+        self.session()
+            .and_then(|s| s.principal().map(str::to_string))
             .unwrap_or_else(|| self.principal.to_string())
     }
 }

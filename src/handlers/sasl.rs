@@ -22,11 +22,10 @@ pub async fn handshake(
     ctx: &RequestContext<'_>,
     req: SaslHandshakeRequest,
 ) -> SaslHandshakeResponse {
-    let Some(session) = &ctx.conn.sasl else {
+    let Some(mut s) = ctx.conn.session() else {
         return SaslHandshakeResponse::default()
             .with_error_code(ResponseError::IllegalSaslState.code());
     };
-    let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
     let result = s.handshake(req.mechanism.as_str(), ctx.version);
     let response = SaslHandshakeResponse::default().with_mechanisms(
         s.mechanisms()
@@ -54,16 +53,14 @@ pub async fn authenticate(
             .with_error_code(ResponseError::IllegalSaslState.code())
             .with_error_message(Some(str_bytes("Unexpected SaslAuthenticate request")))
     };
-    let Some(session) = &ctx.conn.sasl else {
-        return illegal();
-    };
-    if !session
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .expects_authenticate()
     {
-        session.lock().unwrap_or_else(|e| e.into_inner()).fail();
-        return illegal();
+        let Some(mut s) = ctx.conn.session() else {
+            return illegal();
+        };
+        if !s.expects_authenticate() {
+            s.fail();
+            return illegal();
+        }
     }
     match step(broker, ctx.conn, &req.auth_bytes) {
         Ok(bytes) => SaslAuthenticateResponse::default().with_auth_bytes(bytes),
@@ -94,10 +91,9 @@ pub fn raw_token(broker: &Arc<Broker>, conn: &Connection, token: &[u8]) -> Optio
 /// One token through the session: the bytes to answer, or the refusal (counted, logged,
 /// and the session failed).
 fn step(broker: &Arc<Broker>, conn: &Connection, token: &[u8]) -> Result<Bytes, Refusal> {
-    let Some(session) = &conn.sasl else {
+    let Some(mut s) = conn.session() else {
         return Err(Refusal::IllegalState("no SASL on this listener".into()));
     };
-    let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
     let credential = |user: &str, m: crate::security::scram::Mechanism| {
         broker.scram_credentials(user).get(m.name()).cloned()
     };

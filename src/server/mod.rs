@@ -195,17 +195,12 @@ async fn accept(
 /// `connection.failed.authentication.delay.ms` default).
 const FAILED_AUTHENTICATION_DELAY: Duration = Duration::from_millis(100);
 
-fn lock(s: &std::sync::Mutex<Session>) -> std::sync::MutexGuard<'_, Session> {
-    s.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// On a SASL listener, before the client has authenticated: a bare token after a v0
 /// SaslHandshake is answered here, and any request but ApiVersions, SaslHandshake and
 /// SaslAuthenticate closes the connection, as in Kafka. `None`: dispatch the frame.
 fn before_authentication(broker: &Arc<Broker>, ctx: &Connection, frame: &Bytes) -> Option<Outcome> {
-    let session = ctx.sasl.as_ref()?;
     let (raw, authenticated) = {
-        let s = lock(session);
+        let s = ctx.session()?;
         (s.expects_raw_token(), s.authenticated())
     };
     if authenticated {
@@ -221,7 +216,9 @@ fn before_authentication(broker: &Arc<Broker>, ctx: &Connection, frame: &Bytes) 
     match key.map(ApiKey::try_from) {
         Some(Ok(ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)) => None,
         other => {
-            lock(session).fail();
+            if let Some(mut s) = ctx.session() {
+                s.fail();
+            }
             broker.metrics.authenticated(&ctx.listener, false);
             Some(Outcome::Close(format!(
                 "request {other:?} before SASL authentication"
@@ -281,7 +278,7 @@ where
                 if tx.send(bytes).await.is_err() {
                     break;
                 }
-                if ctx.sasl.as_ref().is_some_and(|s| lock(s).failed()) {
+                if ctx.session().is_some_and(|s| s.failed()) {
                     // As Kafka's connection.failed.authentication.delay.ms: the answer
                     // goes out, then the connection closes a little later.
                     tokio::time::sleep(FAILED_AUTHENTICATION_DELAY).await;
