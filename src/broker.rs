@@ -28,6 +28,7 @@ use crate::storage::{GroupStore, MetaStore};
 use crate::topics::{Catalog, LogDir};
 
 mod authority;
+pub mod authorizer;
 pub mod cleaner;
 
 pub use authority::{only_dynamic, Reassigning};

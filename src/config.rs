@@ -139,6 +139,9 @@ pub struct Config {
     pub ssl: BTreeMap<String, ssl::Ssl>,
     /// What each SASL_PLAINTEXT or SASL_SSL client listener accepts, by listener name.
     pub sasl: BTreeMap<String, std::sync::Arc<crate::security::sasl::Accepted>>,
+    /// The StandardAuthorizer's settings when `authorizer.class.name` names it; `None`:
+    /// no authorizer, every client may do everything.
+    pub authorizer: Option<std::sync::Arc<crate::security::acl::Settings>>,
     /// `log.dirs`: the first also holds topics, groups and other metadata; partitions are
     /// spread over all of them.
     pub log_dirs: Vec<PathBuf>,
@@ -376,6 +379,7 @@ impl Config {
             listener_security_protocol_map: listeners.protocol_map,
             ssl,
             sasl,
+            authorizer: authorizer(&p)?,
             log_dirs: log_dirs(&p)?,
             num_partitions: p.int("num.partitions")? as i32,
             default_replication_factor: p.int("default.replication.factor")? as i16,
@@ -592,6 +596,37 @@ fn tls_listeners(
 }
 
 /// What every SASL_PLAINTEXT or SASL_SSL client listener accepts.
+/// Kafka's name of the authorizer Cairn implements.
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
+/// `authorizer.class.name`, `super.users` and `allow.everyone.if.no.acl.found`.
+fn authorizer(
+    p: &Props,
+) -> Result<Option<std::sync::Arc<crate::security::acl::Settings>>, ConfigError> {
+    let class = p.text("authorizer.class.name").trim();
+    if class.is_empty() {
+        return Ok(None);
+    }
+    if class != STANDARD_AUTHORIZER {
+        return Err(ConfigError::Invalid {
+            key: "authorizer.class.name".into(),
+            value: class.into(),
+            reason: format!("the one authorizer Cairn has is {STANDARD_AUTHORIZER}"),
+        });
+    }
+    let users = p.text("super.users");
+    let super_users =
+        crate::security::acl::parse_super_users(users).map_err(|reason| ConfigError::Invalid {
+            key: "super.users".into(),
+            value: users.into(),
+            reason,
+        })?;
+    Ok(Some(std::sync::Arc::new(crate::security::acl::Settings {
+        super_users,
+        allow_if_no_acl: p.bool("allow.everyone.if.no.acl.found")?,
+    })))
+}
+
 fn sasl_listeners(
     p: &Props<'_>,
     listeners: &cluster::Listeners,

@@ -88,6 +88,9 @@ pub enum Error {
     },
     #[error("storage error: {0}")]
     Storage(String),
+    /// The authorizer refused: TOPIC_, GROUP_, CLUSTER_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+    #[error("not authorized: {0:?}")]
+    Authorization(ResponseError),
 }
 
 impl Error {
@@ -129,6 +132,7 @@ impl Error {
             Error::ControllerUnavailable => ResponseError::RequestTimedOut,
             Error::Controller { error, .. } => *error,
             Error::Storage(_) => ResponseError::KafkaStorageError,
+            Error::Authorization(e) => *e,
         }
     }
 

@@ -1021,6 +1021,56 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
             let r: SaslAuthenticateResponse = c.send(api, v, &req);
             assert_eq!(r.error_code, ResponseError::IllegalSaslState.code(), "{at}");
         }
+        // With no authorizer, as here, Kafka answers the ACL APIs SECURITY_DISABLED
+        // (tests/acls.rs runs them with one).
+        ApiKey::CreateAcls => {
+            let creation = create_acls_request::AclCreation::default()
+                .with_resource_type(2)
+                .with_resource_name(s("t"))
+                .with_resource_pattern_type(3)
+                .with_principal(s("User:alice"))
+                .with_host(s("*"))
+                .with_operation(3)
+                .with_permission_type(3);
+            let r: CreateAclsResponse = c.send(
+                api,
+                v,
+                &CreateAclsRequest::default().with_creations(vec![creation]),
+            );
+            assert_eq!(r.results.len(), 1, "{at}");
+            assert_eq!(
+                r.results[0].error_code,
+                ResponseError::SecurityDisabled.code(),
+                "{at}"
+            );
+        }
+        ApiKey::DescribeAcls => {
+            let req = DescribeAclsRequest::default()
+                .with_resource_type_filter(1)
+                .with_pattern_type_filter(1)
+                .with_operation(1)
+                .with_permission_type(1);
+            let r: DescribeAclsResponse = c.send(api, v, &req);
+            assert_eq!(r.error_code, ResponseError::SecurityDisabled.code(), "{at}");
+        }
+        ApiKey::DeleteAcls => {
+            let filter = delete_acls_request::DeleteAclsFilter::default()
+                .with_resource_type_filter(1)
+                .with_pattern_type_filter(1)
+                .with_operation(1)
+                .with_permission_type(1);
+            let r: DeleteAclsResponse = c.send(
+                api,
+                v,
+                &DeleteAclsRequest::default().with_filters(vec![filter]),
+            );
+            assert_eq!(r.filter_results.len(), 1, "{at}");
+            assert_eq!(
+                r.filter_results[0].error_code,
+                ResponseError::SecurityDisabled.code(),
+                "{at}"
+            );
+        }
         ApiKey::DescribeClientQuotas => {
             let r: DescribeClientQuotasResponse =
                 c.send(api, v, &DescribeClientQuotasRequest::default());

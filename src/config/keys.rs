@@ -260,6 +260,20 @@ pub static KEYS: &[Key] = &[
         ..text("sasl.jaas.config", Kind::Password)
     },
     Key {
+        default: Some(""),
+        doc: "The authorizer: empty for none, or org.apache.kafka.metadata.authorizer.StandardAuthorizer.",
+        ..text("authorizer.class.name", Kind::String)
+    },
+    Key {
+        default: Some(""),
+        doc: "Principals the authorizer always allows, separated by semicolons (User:admin;User:broker).",
+        ..text("super.users", Kind::String)
+    },
+    Key {
+        doc: "Whether a resource no ACL covers is open to everyone.",
+        ..boolean("allow.everyone.if.no.acl.found", "false")
+    },
+    Key {
         default: Some("./data"),
         synonyms: &["log.dirs", "log.dir"],
         shown: Shown::Derived(|c| {

@@ -20,6 +20,7 @@ use kafka_protocol::ResponseError;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::security::acl::{Binding, Filter};
 use crate::security::scram::Credential;
 
 /// "No leader": the partition is offline.
@@ -189,6 +190,15 @@ pub enum Record {
         user: String,
         mechanism: String,
     },
+    /// An ACL (KRaft's AccessControlEntryRecord), under the id the controller gave it.
+    Acl {
+        id: Uuid,
+        binding: Binding,
+    },
+    /// KRaft's RemoveAccessControlEntryRecord.
+    RemoveAcl {
+        id: Uuid,
+    },
 }
 
 /// One upsertion of AlterUserScramCredentials: what the client derived from the password.
@@ -298,6 +308,9 @@ pub struct Image {
     /// name.
     #[serde(default)]
     pub scram: BTreeMap<String, BTreeMap<String, Credential>>,
+    /// The ACLs (`kafka-acls`), by id.
+    #[serde(default)]
+    pub acls: BTreeMap<Uuid, Binding>,
 }
 
 fn no_offset() -> i64 {
@@ -491,6 +504,12 @@ impl Image {
                     .entry(user.clone())
                     .or_default()
                     .insert(mechanism.clone(), credential.clone());
+            }
+            Record::Acl { id, binding } => {
+                self.acls.insert(*id, binding.clone());
+            }
+            Record::RemoveAcl { id } => {
+                self.acls.remove(id);
             }
             Record::RemoveScramCredential { user, mechanism } => {
                 if let Some(mechanisms) = self.scram.get_mut(user) {
@@ -1356,6 +1375,60 @@ impl Image {
             error: e.code(),
             message: Some(message.to_string()),
         }));
+        (results, records)
+    }
+
+    /// CreateAcls, as Kafka's AclControlManager decides it: each binding stands alone; an
+    /// invalid one gets its reason (INVALID_REQUEST), one that exists already succeeds
+    /// without a new record.
+    pub fn create_acls(&self, bindings: Vec<Binding>) -> (Vec<Option<String>>, Vec<Record>) {
+        let mut known: std::collections::BTreeSet<&Binding> = self.acls.values().collect();
+        let mut results = Vec::with_capacity(bindings.len());
+        let mut records = Vec::new();
+        for b in &bindings {
+            if let Some(why) = b.invalid() {
+                results.push(Some(why));
+                continue;
+            }
+            if known.insert(b) {
+                records.push(Record::Acl {
+                    id: Uuid::new_v4(),
+                    binding: b.clone(),
+                });
+            }
+            results.push(None);
+        }
+        (results, records)
+    }
+
+    /// DeleteAcls: for each filter, the bindings it removes (or why it is refused); a
+    /// binding two filters match is removed once.
+    pub fn delete_acls(
+        &self,
+        filters: Vec<Filter>,
+    ) -> (Vec<Result<Vec<Binding>, String>>, Vec<Record>) {
+        let mut removed = std::collections::BTreeSet::new();
+        let mut records = Vec::new();
+        let results = filters
+            .iter()
+            .map(|f| {
+                if let Some(why) = f.invalid() {
+                    return Err(why);
+                }
+                let hits: Vec<Binding> = self
+                    .acls
+                    .iter()
+                    .filter(|(_, b)| f.matches(b))
+                    .map(|(id, b)| {
+                        if removed.insert(*id) {
+                            records.push(Record::RemoveAcl { id: *id });
+                        }
+                        b.clone()
+                    })
+                    .collect();
+                Ok(hits)
+            })
+            .collect();
         (results, records)
     }
 

@@ -92,6 +92,14 @@ pub enum BrokerRequest {
         deletions: Vec<(String, i8)>,
         upsertions: Vec<super::metadata::ScramUpsertion>,
     },
+    /// CreateAcls: each binding stands alone.
+    CreateAcls {
+        bindings: Vec<crate::security::acl::Binding>,
+    },
+    /// DeleteAcls: each filter stands alone.
+    DeleteAcls {
+        filters: Vec<crate::security::acl::Filter>,
+    },
     /// UpdateFeatures: new finalized levels, all or none (`validate_only`: only checked).
     UpdateFeatures {
         updates: Vec<super::metadata::FeatureUpdate>,
@@ -134,6 +142,10 @@ pub enum BrokerReply {
     Quorum(QuorumState),
     /// AlterUserScramCredentials' answer, per user.
     Scram(Vec<super::metadata::ScramResult>),
+    /// CreateAcls' answer, per binding: why it was refused, if it was.
+    AclsCreated(Vec<Option<String>>),
+    /// DeleteAcls' answer, per filter: the bindings it removed, or why it was refused.
+    AclsDeleted(Vec<Result<Vec<crate::security::acl::Binding>, String>>),
     /// Producer ids `start..start + len` belong to the asking broker.
     ProducerIds {
         start: i64,

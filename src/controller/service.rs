@@ -538,6 +538,20 @@ impl ControllerNode {
                 })
                 .await
             }
+            BrokerRequest::CreateAcls { bindings } => {
+                self.decide(|image, _| {
+                    let (results, records) = image.create_acls(bindings);
+                    Ok((BrokerReply::AclsCreated(results), records))
+                })
+                .await
+            }
+            BrokerRequest::DeleteAcls { filters } => {
+                self.decide(|image, _| {
+                    let (results, records) = image.delete_acls(filters);
+                    Ok((BrokerReply::AclsDeleted(results), records))
+                })
+                .await
+            }
             BrokerRequest::DeleteTopic { name } => {
                 self.decide(|image, _| {
                     Ok((BrokerReply::Done, image.delete_topic(&name).map_err(err)?))

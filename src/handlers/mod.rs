@@ -2,6 +2,7 @@
 //! request), checks what the request asks, delegates to the catalog or the partition logs,
 //! and builds the typed response. Errors become wire codes through `crate::error` only.
 
+pub mod acls;
 pub mod api_versions;
 pub mod client_quotas;
 pub mod configs;
@@ -77,6 +78,32 @@ pub struct RequestContext<'a> {
     pub client_id: Option<String>,
 }
 
+impl RequestContext<'_> {
+    /// What the authorizer lets this request's principal do (everything with none).
+    pub fn access(&self, broker: &crate::broker::Broker) -> crate::broker::authorizer::Access {
+        broker.access(|| (self.conn.principal(), host_address(self.conn.peer.ip())))
+    }
+
+    /// Whether this request's principal may perform `operation` on the cluster.
+    pub fn may_on_cluster(&self, broker: &crate::broker::Broker, operation: i8) -> bool {
+        self.access(broker).allows_cluster(operation)
+    }
+}
+
+/// A client's address as Java's `InetAddress.getHostAddress` writes it, which is what
+/// ACLs' hosts are compared with: IPv4-mapped IPv6 as IPv4, IPv6 uncompressed.
+fn host_address(ip: std::net::IpAddr) -> String {
+    match ip.to_canonical() {
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+        std::net::IpAddr::V6(v6) => v6
+            .segments()
+            .iter()
+            .map(|s| format!("{s:x}"))
+            .collect::<Vec<_>>()
+            .join(":"),
+    }
+}
+
 /// Operations every client may perform on a topic while no authorizer is configured:
 /// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
 pub const TOPIC_OPERATIONS_ALL: i32 =
@@ -85,5 +112,7 @@ pub const TOPIC_OPERATIONS_ALL: i32 =
 /// DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
 pub const CLUSTER_OPERATIONS_ALL: i32 =
     (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+/// Group operations with no authorizer: READ, DELETE, DESCRIBE.
+pub const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 /// What Kafka sends when authorized operations were not requested.
 pub const OPERATIONS_UNKNOWN: i32 = i32::MIN;

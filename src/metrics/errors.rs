@@ -194,6 +194,13 @@ codes!(DescribeUserScramCredentialsResponse, |r, f| {
 codes!(AlterUserScramCredentialsResponse, |r, f| {
     r.results.iter().for_each(|u| f(u.error_code));
 });
+codes!(CreateAclsResponse, |r, f| {
+    r.results.iter().for_each(|c| f(c.error_code));
+});
+codes!(DescribeAclsResponse, |r, f| { f(r.error_code) });
+codes!(DeleteAclsResponse, |r, f| {
+    r.filter_results.iter().for_each(|c| f(c.error_code));
+});
 codes!(UpdateFeaturesResponse, |r, f| { f(r.error_code) });
 codes!(ConsumerGroupHeartbeatResponse, |r, f| { f(r.error_code) });
 codes!(ShareGroupHeartbeatResponse, |r, f| { f(r.error_code) });

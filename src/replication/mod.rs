@@ -46,6 +46,7 @@ use crate::coordinator::txn_coordinator::TxnCoordinator;
 use crate::coordinator::Coordinator;
 use crate::error::{Error, Result};
 use crate::placement::{Assignment, Progress};
+use crate::security::acl::{Binding, Filter};
 use crate::shutdown;
 use crate::storage::MetaStore;
 use crate::topics::{Catalog, Partition, OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_TOPIC};
@@ -846,6 +847,47 @@ impl Cluster {
                 i.scram.get(user).is_some_and(|c| c.contains_key(*m)) == *upsert
             })
         };
+        let _ = tokio::time::timeout(LOCAL_APPLY_TIMEOUT, image.wait_for(done)).await;
+        Ok(results)
+    }
+
+    /// CreateAcls through the controller; each binding's refusal, if any, once this broker
+    /// has applied the accepted ones (bounded), so its next request is decided by them.
+    pub async fn create_acls(&self, bindings: Vec<Binding>) -> Result<Vec<Option<String>>> {
+        let BrokerReply::AclsCreated(results) = self
+            .ask(BrokerRequest::CreateAcls {
+                bindings: bindings.clone(),
+            })
+            .await?
+        else {
+            return Err(Error::ControllerUnavailable);
+        };
+        let accepted: Vec<&Binding> = bindings
+            .iter()
+            .zip(&results)
+            .filter(|(_, r)| r.is_none())
+            .map(|(b, _)| b)
+            .collect();
+        let mut image = self.image.clone();
+        let done = |i: &Arc<Image>| accepted.iter().all(|b| i.acls.values().any(|a| a == *b));
+        let _ = tokio::time::timeout(LOCAL_APPLY_TIMEOUT, image.wait_for(done)).await;
+        Ok(results)
+    }
+
+    /// DeleteAcls through the controller; per filter the bindings removed, once this
+    /// broker no longer has them (bounded).
+    pub async fn delete_acls(
+        &self,
+        filters: Vec<Filter>,
+    ) -> Result<Vec<Result<Vec<Binding>, String>>> {
+        let BrokerReply::AclsDeleted(results) =
+            self.ask(BrokerRequest::DeleteAcls { filters }).await?
+        else {
+            return Err(Error::ControllerUnavailable);
+        };
+        let gone: Vec<&Binding> = results.iter().flatten().flatten().collect();
+        let mut image = self.image.clone();
+        let done = |i: &Arc<Image>| !i.acls.values().any(|a| gone.contains(&a));
         let _ = tokio::time::timeout(LOCAL_APPLY_TIMEOUT, image.wait_for(done)).await;
         Ok(results)
     }
