@@ -15,10 +15,16 @@ use crate::broker::Broker;
 const ENTITY_TYPES: [&str; 3] = ["user", "client-id", "ip"];
 
 pub async fn describe(
-    _broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
     req: DescribeClientQuotasRequest,
 ) -> DescribeClientQuotasResponse {
+    // Kafka's check: DESCRIBE_CONFIGS on the cluster.
+    if !ctx.may_on_cluster(broker, crate::security::acl::op::DESCRIBE_CONFIGS) {
+        return DescribeClientQuotasResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_entries(None);
+    }
     match check_filter(&req) {
         Ok(()) => DescribeClientQuotasResponse::default().with_entries(Some(Vec::new())),
         Err(message) => DescribeClientQuotasResponse::default()

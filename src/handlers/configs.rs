@@ -22,15 +22,31 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::str_bytes;
 use super::RequestContext;
+use crate::broker::authorizer::{denied, Access};
 use crate::broker::Broker;
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::group_config;
+use crate::security::acl::{op, resource};
 use crate::topic_config::{self, Kind, Source, KEYS};
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 const RESOURCE_GROUP: i8 = 32;
+
+/// Kafka's checks on a config resource: `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on
+/// the topic, the group, or for a broker the cluster.
+fn authorized(access: &Access, operation: i8, resource_type: i8, name: &str) -> Result<()> {
+    let (rt, name) = match resource_type {
+        RESOURCE_TOPIC => (resource::TOPIC, name),
+        RESOURCE_GROUP => (resource::GROUP, name),
+        _ => (resource::CLUSTER, crate::security::acl::CLUSTER_NAME),
+    };
+    match access.allows(operation, rt, name) {
+        true => Ok(()),
+        false => Err(denied(rt)),
+    }
+}
 
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
@@ -168,6 +184,7 @@ pub async fn describe(
     ctx: &RequestContext<'_>,
     req: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
+    let access = ctx.access(broker);
     let results = req
         .resources
         .iter()
@@ -177,7 +194,14 @@ pub async fn describe(
                 .with_resource_name(r.resource_name.clone());
             // Null asks for every config; so does an empty list (clients send either).
             let only = r.configuration_keys.as_deref().filter(|k| !k.is_empty());
+            let allowed = authorized(
+                &access,
+                op::DESCRIBE_CONFIGS,
+                r.resource_type,
+                &r.resource_name,
+            );
             let found = match r.resource_type {
+                _ if allowed.is_err() => allowed.map(|_| Vec::new()),
                 RESOURCE_TOPIC => broker
                     .catalog
                     .get(r.resource_name.as_str())
@@ -231,11 +255,18 @@ fn check_broker_name(broker: &Broker, name: &str) -> Result<()> {
 
 pub async fn alter(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
+    let access = ctx.access(broker);
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in &req.resources {
+        let allowed = authorized(
+            &access,
+            op::ALTER_CONFIGS,
+            r.resource_type,
+            &r.resource_name,
+        );
         // AlterConfigs replaces the whole set of a topic's or group's configs.
         let configs: BTreeMap<String, String> = r
             .configs
@@ -248,6 +279,7 @@ pub async fn alter(
             .collect();
         let name = r.resource_name.as_str();
         let result = match r.resource_type {
+            _ if allowed.is_err() => allowed,
             RESOURCE_TOPIC | RESOURCE_GROUP => {
                 // Serialised with IncrementalAlterConfigs, whose read-modify-write would
                 // otherwise write back a set read before this replacement.
@@ -293,12 +325,20 @@ pub async fn alter(
 
 pub async fn incremental_alter(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
+    let access = ctx.access(broker);
     let mut responses = Vec::with_capacity(req.resources.len());
     for r in &req.resources {
+        let allowed = authorized(
+            &access,
+            op::ALTER_CONFIGS,
+            r.resource_type,
+            &r.resource_name,
+        );
         let result = match r.resource_type {
+            _ if allowed.is_err() => allowed,
             RESOURCE_TOPIC => {
                 alter_topic_incrementally(
                     broker,

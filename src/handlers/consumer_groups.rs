@@ -16,13 +16,11 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::RequestContext;
-use super::{str_bytes, topic_name, OPERATIONS_UNKNOWN};
+use super::{str_bytes, topic_name, GROUP_OPERATIONS_ALL, OPERATIONS_UNKNOWN};
 use crate::broker::Broker;
 use crate::coordinator::consumer::{Heartbeat, TopicView, Tp};
+use crate::security::acl::{op, resource};
 use crate::topics::Catalog;
-
-/// Group operations with no authorizer: READ, DELETE, DESCRIBE.
-const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 
 /// Partitions by topic name -> by topic id (topics that vanished are left out).
 pub(super) fn by_topic(
@@ -67,6 +65,25 @@ pub async fn heartbeat(
 ) -> ConsumerGroupHeartbeatResponse {
     if req.group_id.is_empty() {
         return error_response(ResponseError::InvalidRequest, "GroupId can't be empty.");
+    }
+    // Kafka's checks: READ on the group, DESCRIBE on each topic subscribed to by name.
+    let access = ctx.access(broker);
+    if !access.allows(op::READ, resource::GROUP, &req.group_id) {
+        let e = ResponseError::GroupAuthorizationFailed;
+        return error_response(e, e.to_string());
+    }
+    let hidden: Vec<&str> = req
+        .subscribed_topic_names
+        .iter()
+        .flatten()
+        .filter(|t| !access.allows(op::DESCRIBE, resource::TOPIC, t))
+        .map(|t| t.as_str())
+        .collect();
+    if !hidden.is_empty() {
+        return error_response(
+            ResponseError::TopicAuthorizationFailed,
+            format!("Topics not authorized: {}", hidden.join(", ")),
+        );
     }
     let owned = req.topic_partitions.as_ref().map(|tps| {
         tps.iter()
@@ -138,17 +155,21 @@ pub async fn describe(
                 .collect(),
         )
     };
+    // Kafka's check: DESCRIBE on each group.
+    let access = ctx.access(broker);
     let groups = req
         .group_ids
         .iter()
         .map(|id| {
-            let base = DescribedGroup::default()
-                .with_group_id(id.clone())
-                .with_authorized_operations(if req.include_authorized_operations {
-                    GROUP_OPERATIONS_ALL
-                } else {
-                    OPERATIONS_UNKNOWN
-                });
+            let base = DescribedGroup::default().with_group_id(id.clone());
+            if !access.allows(op::DESCRIBE, resource::GROUP, id) {
+                return base.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
+            let base = base.with_authorized_operations(if req.include_authorized_operations {
+                access.operations(resource::GROUP, id, GROUP_OPERATIONS_ALL)
+            } else {
+                OPERATIONS_UNKNOWN
+            });
             let d = match broker.groups.consumer_describe(id) {
                 Ok(d) => d,
                 Err(e) => return base.with_error_code(e.code()),

@@ -8,18 +8,27 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
 use super::RequestContext;
+use crate::broker::authorizer::denied;
 use crate::broker::Broker;
+use crate::security::acl::{op, resource};
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
+    // Kafka's check: DELETE on each topic.
+    let access = ctx.access(broker);
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
+        let allowed = access.allows(op::DELETE, resource::TOPIC, &t.name);
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
-            let result = match broker.led_partition(&t.name, p.partition_index) {
+            let found = match allowed {
+                true => broker.led_partition(&t.name, p.partition_index),
+                false => Err(denied(resource::TOPIC)),
+            };
+            let result = match found {
                 Ok((_, part)) => part.log.delete_records(p.offset).await,
                 Err(e) => Err(e),
             };

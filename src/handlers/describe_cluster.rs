@@ -32,7 +32,11 @@ pub async fn handle(
                 .collect(),
         )
         .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
-            CLUSTER_OPERATIONS_ALL
+            ctx.access(broker).operations(
+                crate::security::acl::resource::CLUSTER,
+                crate::security::acl::CLUSTER_NAME,
+                CLUSTER_OPERATIONS_ALL,
+            )
         } else {
             OPERATIONS_UNKNOWN
         })

@@ -13,9 +13,14 @@ use crate::broker::Broker;
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: DescribeLogDirsRequest,
 ) -> DescribeLogDirsResponse {
+    // Kafka's check: DESCRIBE on the cluster.
+    if !ctx.may_on_cluster(broker, crate::security::acl::op::DESCRIBE) {
+        return DescribeLogDirsResponse::default()
+            .with_error_code(kafka_protocol::ResponseError::ClusterAuthorizationFailed.code());
+    }
     let wanted: Vec<(String, Option<Vec<i32>>)> = match &req.topics {
         None => broker
             .catalog

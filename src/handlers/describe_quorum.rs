@@ -38,6 +38,15 @@ pub async fn handle(
             .with_topic_name(topic_name(METADATA_TOPIC))
             .with_partitions(vec![p])])
     };
+    // Kafka's check: DESCRIBE on the cluster.
+    if !ctx.may_on_cluster(broker, crate::security::acl::op::DESCRIBE) {
+        let e = ResponseError::ClusterAuthorizationFailed;
+        let r = DescribeQuorumResponse::default().with_error_code(e.code());
+        return match ctx.version >= 2 {
+            true => r.with_error_message(Some(str_bytes(e.to_string()))),
+            false => r,
+        };
+    }
     if !asked_right {
         return failed(
             ResponseError::UnknownTopicOrPartition,

@@ -15,14 +15,19 @@ use crate::error::Error;
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
+    use crate::security::acl::{op, resource};
+    // Kafka's check: DESCRIBE on each topic; unnamed ones the principal may not describe
+    // are left out, named ones refused.
+    let access = ctx.access(broker);
     let mut names: Vec<String> = if req.topics.is_empty() {
         broker
             .catalog
             .all()
             .iter()
+            .filter(|t| access.allows(op::DESCRIBE, resource::TOPIC, &t.name))
             .map(|t| t.name.clone())
             .collect()
     } else {
@@ -47,6 +52,14 @@ pub async fn handle(
             Some(c) if name == *c => cursor_partition,
             _ => 0,
         };
+        if !access.allows(op::DESCRIBE, resource::TOPIC, &name) {
+            topics.push(
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_error_code(crate::broker::authorizer::denied(resource::TOPIC).code())
+                    .with_name(Some(topic_name(&name))),
+            );
+            continue;
+        }
         let Some(t) = broker.catalog.get(&name) else {
             topics.push(
                 DescribeTopicPartitionsResponseTopic::default()
@@ -98,7 +111,11 @@ pub async fn handle(
                 .with_topic_id(t.id)
                 .with_is_internal(t.is_internal())
                 .with_partitions(partitions)
-                .with_topic_authorized_operations(TOPIC_OPERATIONS_ALL),
+                .with_topic_authorized_operations(access.operations(
+                    resource::TOPIC,
+                    &t.name,
+                    TOPIC_OPERATIONS_ALL,
+                )),
         );
         if next_cursor.is_some() {
             break;

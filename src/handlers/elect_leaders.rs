@@ -19,9 +19,11 @@ const PREFERRED: i8 = 0;
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: ElectLeadersRequest,
 ) -> ElectLeadersResponse {
+    // Kafka's check: ALTER on the cluster, else every partition is refused.
+    let allowed = ctx.may_on_cluster(broker, crate::security::acl::op::ALTER);
     // Null asks for every partition of every topic.
     let wanted: Vec<(String, Vec<i32>)> = match &req.topic_partitions {
         Some(tps) => tps
@@ -46,6 +48,10 @@ pub async fn handle(
         for index in partitions {
             let outcome: Result<(), (ResponseError, String)> =
                 match broker.catalog.partition(&topic, index) {
+                    _ if !allowed => Err((
+                        ResponseError::ClusterAuthorizationFailed,
+                        "not authorized to elect leaders".into(),
+                    )),
                     Err(e) => Err((e.response_error(), e.to_string())),
                     Ok((_, p)) => broker
                         .elect_leader(
@@ -71,5 +77,9 @@ pub async fn handle(
                 .with_partition_result(out),
         );
     }
-    ElectLeadersResponse::default().with_replica_election_results(results)
+    let r = ElectLeadersResponse::default().with_replica_election_results(results);
+    match (allowed, ctx.version >= 1) {
+        (false, true) => r.with_error_code(ResponseError::ClusterAuthorizationFailed.code()),
+        _ => r,
+    }
 }

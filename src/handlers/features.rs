@@ -36,6 +36,10 @@ pub async fn handle(
             .with_error_message(message.map(str_bytes))
             .with_results(results)
     };
+    // Kafka's check: ALTER on the cluster.
+    if !ctx.may_on_cluster(broker, crate::security::acl::op::ALTER) {
+        return answer(Some(ResponseError::ClusterAuthorizationFailed), None);
+    }
     let mut updates = Vec::with_capacity(req.feature_updates.len());
     for u in &req.feature_updates {
         let kind = match ctx.version {

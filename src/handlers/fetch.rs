@@ -17,10 +17,12 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 
 use super::leader_hints::{node_endpoints, Hints};
 use super::RequestContext;
+use crate::broker::authorizer::denied;
 use crate::broker::Broker;
 use crate::error::{Error, Result};
 use crate::log::batch::BatchHeader;
 use crate::log::ReadUpTo;
+use crate::security::acl::{op, resource};
 use crate::topics::{Partition, Topic};
 
 /// Upper bound on a fetch's wait, whatever the client asks, so shutdown is never held up.
@@ -62,14 +64,22 @@ pub async fn handle(
         (true, _) => ReadUpTo::HighWatermark,
     };
 
+    // Kafka's checks: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on
+    // each topic; either refused gets TOPIC_AUTHORIZATION_FAILED per partition.
+    let access = ctx.access(broker);
+    let follower_denied = !committed_only && !access.allows_cluster(op::CLUSTER_ACTION);
     let mut wanted = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
         let name = match ctx.version >= 13 {
             true => broker.catalog.get_by_id(t.topic_id).map(|t| t.name.clone()),
             false => Some(t.topic.to_string()),
         };
+        let denied_topic = name.as_ref().is_some_and(|n| {
+            follower_denied || (committed_only && !access.allows(op::READ, resource::TOPIC, n))
+        });
         for p in &t.partitions {
             let mut found = match &name {
+                _ if denied_topic => Err(denied(resource::TOPIC)),
                 Some(name) => broker.catalog.partition(name, p.partition),
                 None => Err(Error::UnknownTopicId),
             };

@@ -15,13 +15,17 @@ use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use super::{broker_id, str_bytes, OPERATIONS_UNKNOWN};
+use super::{broker_id, str_bytes, GROUP_OPERATIONS_ALL, OPERATIONS_UNKNOWN};
+use crate::broker::authorizer::denied;
 use crate::broker::Broker;
 use crate::coordinator::group::{GroupState, Join};
 use crate::replication::CoordinatorKind;
+use crate::security::acl::{op, resource};
 
-/// Group operations with no authorizer: READ, DELETE, DESCRIBE.
-const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+/// Kafka's check of the classic group protocol: READ on the group.
+fn may_read(broker: &Broker, ctx: &RequestContext<'_>, group: &str) -> bool {
+    ctx.access(broker).allows(op::READ, resource::GROUP, group)
+}
 
 fn code(e: Option<ResponseError>) -> i16 {
     e.map_or(0, |e| e.code())
@@ -36,7 +40,25 @@ pub async fn find_coordinator(
     ctx: &RequestContext<'_>,
     req: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
+    // Kafka's checks: DESCRIBE on the group or the transactional id; a share partition's
+    // coordinator is for brokers, CLUSTER_ACTION.
+    let access = ctx.access(broker);
+    let access = &access;
     let find = |key: String| async move {
+        let allowed = match req.key_type {
+            0 => access.allows(op::DESCRIBE, resource::GROUP, &key),
+            1 => access.allows(op::DESCRIBE, resource::TRANSACTIONAL_ID, &key),
+            2 => access.allows_cluster(op::CLUSTER_ACTION),
+            _ => true,
+        };
+        if !allowed {
+            let rt = [
+                resource::GROUP,
+                resource::TRANSACTIONAL_ID,
+                resource::CLUSTER,
+            ];
+            return Err((denied(rt[req.key_type as usize]).response_error(), None));
+        }
         let kind = match req.key_type {
             0 => CoordinatorKind::Group,
             1 => CoordinatorKind::Transaction,
@@ -102,6 +124,11 @@ pub async fn join_group(
     let group = req.group_id.to_string();
     let result = if group.is_empty() {
         crate::coordinator::group::JoinResult::error(ResponseError::InvalidGroupId, &req.member_id)
+    } else if !may_read(broker, ctx, &group) {
+        crate::coordinator::group::JoinResult::error(
+            ResponseError::GroupAuthorizationFailed,
+            &req.member_id,
+        )
     } else {
         let ms = |v: i32| Duration::from_millis(v.max(0) as u64);
         let rebalance = if v >= 1 && req.rebalance_timeout_ms > 0 {
@@ -166,6 +193,8 @@ pub async fn sync_group(
     let group = req.group_id.to_string();
     let result = if group.is_empty() {
         crate::coordinator::group::SyncResult::error(ResponseError::InvalidGroupId)
+    } else if !may_read(broker, ctx, &group) {
+        crate::coordinator::group::SyncResult::error(ResponseError::GroupAuthorizationFailed)
     } else {
         let assignments = req
             .assignments
@@ -198,11 +227,13 @@ pub async fn sync_group(
 
 pub async fn heartbeat(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: HeartbeatRequest,
 ) -> HeartbeatResponse {
     let result = if req.group_id.is_empty() {
         Err(ResponseError::InvalidGroupId)
+    } else if !may_read(broker, ctx, &req.group_id) {
+        Err(ResponseError::GroupAuthorizationFailed)
     } else {
         broker.groups.heartbeat(
             &req.group_id,
@@ -221,6 +252,10 @@ pub async fn leave_group(
 ) -> LeaveGroupResponse {
     if req.group_id.is_empty() {
         return LeaveGroupResponse::default().with_error_code(ResponseError::InvalidGroupId.code());
+    }
+    if !may_read(broker, ctx, &req.group_id) {
+        return LeaveGroupResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
     if ctx.version < 3 {
         let error = match broker
@@ -270,10 +305,14 @@ pub async fn list_groups(
         .iter()
         .map(|s| s.to_ascii_lowercase())
         .collect();
+    // DESCRIBE on the cluster lists every group, else those the principal may describe.
+    let access = ctx.access(broker);
+    let all = access.allows_cluster(op::DESCRIBE);
     let groups = broker
         .groups
         .list()
         .into_iter()
+        .filter(|g| all || access.allows(op::DESCRIBE, resource::GROUP, &g.id))
         .filter(|g| states.is_empty() || states.contains(&g.state.to_ascii_lowercase()))
         .filter(|g| types.is_empty() || types.iter().any(|t| t == g.group_type))
         .map(|g| {
@@ -305,14 +344,18 @@ pub async fn describe_groups(
     req: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
     let v = ctx.version;
+    let access = ctx.access(broker);
     let groups = req
         .groups
         .iter()
         .map(|id| {
             let base = DescribedGroup::default().with_group_id(id.clone());
+            if !access.allows(op::DESCRIBE, resource::GROUP, id) {
+                return base.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
             let base = if v >= 3 {
                 base.with_authorized_operations(if req.include_authorized_operations {
-                    GROUP_OPERATIONS_ALL
+                    access.operations(resource::GROUP, id, GROUP_OPERATIONS_ALL)
                 } else {
                     OPERATIONS_UNKNOWN
                 })
@@ -368,13 +411,16 @@ pub async fn describe_groups(
 
 pub async fn delete_groups(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
+    let access = ctx.access(broker);
     let mut results = Vec::with_capacity(req.groups_names.len());
     for id in &req.groups_names {
         let error = if id.is_empty() {
             Err(ResponseError::InvalidGroupId)
+        } else if !access.allows(op::DELETE, resource::GROUP, id) {
+            Err(ResponseError::GroupAuthorizationFailed)
         } else {
             let share = broker.groups.is_share_group(id);
             let deleted = broker.groups.delete_group(id).await;

@@ -9,6 +9,7 @@ use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 use crate::broker::Broker;
+use crate::security::acl::{op, resource};
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -18,9 +19,16 @@ pub async fn handle(
     let response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
+    // Kafka's checks: WRITE on the transactional id; for an idempotent producer,
+    // IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+    let access = ctx.access(broker);
     if let Some(id) = req.transactional_id.as_ref() {
         if id.is_empty() {
             return response.with_error_code(ResponseError::InvalidRequest.code());
+        }
+        if !access.allows(op::WRITE, resource::TRANSACTIONAL_ID, id) {
+            return response
+                .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
         }
         // KIP-360 (v3+): the producer id and epoch the client had, if any.
         let expected = (ctx.version >= 3 && req.producer_id.0 >= 0)
@@ -39,6 +47,11 @@ pub async fn handle(
             }
             Err(e) => response.with_error_code(e.code()),
         };
+    }
+    if !access.allows_cluster(op::IDEMPOTENT_WRITE)
+        && !access.allows_any(op::WRITE, resource::TOPIC)
+    {
+        return response.with_error_code(ResponseError::ClusterAuthorizationFailed.code());
     }
     match broker.next_producer_id().await {
         Ok(id) => response

@@ -9,9 +9,11 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::RequestContext;
+use crate::broker::authorizer::denied;
 use crate::broker::Broker;
 use crate::error::Result;
 use crate::log::ReadUpTo;
+use crate::security::acl::{op, resource};
 use crate::topics::Partition;
 
 const LATEST: i64 = -1;
@@ -33,12 +35,19 @@ pub async fn handle(
     };
     // Consumers (replica id -1), not followers or debugging tools.
     let client = req.replica_id == -1;
+    // Kafka's check: DESCRIBE on each topic.
+    let access = ctx.access(broker);
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
+        let allowed = access.allows(op::DESCRIBE, resource::TOPIC, &t.name);
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
             let r = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
-            let result = match broker.led_partition(&t.name, p.partition_index) {
+            let found = match allowed {
+                true => broker.led_partition(&t.name, p.partition_index),
+                false => Err(denied(resource::TOPIC)),
+            };
+            let result = match found {
                 Ok((_, part)) => {
                     lookup(&part, p.current_leader_epoch, p.timestamp, upto, client).await
                 }

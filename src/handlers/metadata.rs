@@ -14,8 +14,10 @@ use super::{
     broker_id, str_bytes, topic_name, CLUSTER_OPERATIONS_ALL, OPERATIONS_UNKNOWN,
     TOPIC_OPERATIONS_ALL,
 };
+use crate::broker::authorizer::denied;
 use crate::broker::Broker;
 use crate::error::Error;
+use crate::security::acl::{op, resource, CLUSTER_NAME};
 use crate::topics::{validate_topic_name, Topic};
 
 pub async fn handle(
@@ -23,27 +25,29 @@ pub async fn handle(
     ctx: &RequestContext<'_>,
     req: MetadataRequest,
 ) -> MetadataResponse {
-    let ops = if req.include_topic_authorized_operations {
-        TOPIC_OPERATIONS_ALL
-    } else {
-        OPERATIONS_UNKNOWN
+    // Authorized operations are reported from v8 when asked for; v0 has no null: an empty
+    // list means every topic (v1+: null is all, empty is none).
+    let with_ops = req.include_topic_authorized_operations && ctx.version >= 8;
+    let access = ctx.access(broker);
+    let ops = |name: &str| match with_ops {
+        true => access.operations(resource::TOPIC, name, TOPIC_OPERATIONS_ALL),
+        false => OPERATIONS_UNKNOWN,
     };
-    // v0 has no null: an empty list means every topic. v1+: null is all, empty is none.
-    let ops = if ctx.version >= 8 {
-        ops
-    } else {
-        OPERATIONS_UNKNOWN
-    };
+    let may_describe = |name: &str| access.allows(op::DESCRIBE, resource::TOPIC, name);
+    let denied_topic =
+        |name: Option<&str>, id| error_topic(name, id, denied(resource::TOPIC).code());
     let wanted = match req.topics {
         Some(t) if ctx.version == 0 && t.is_empty() => None,
         other => other,
     };
     let topics = match wanted {
+        // Every topic the principal may describe; the others are left out silently.
         None => broker
             .catalog
             .all()
             .iter()
-            .map(|t| describe(t, ops))
+            .filter(|t| may_describe(&t.name))
+            .map(|t| describe(t, ops(&t.name)))
             .collect(),
         Some(requested) => {
             // Before v4 the request has no flag and creation was always allowed.
@@ -55,12 +59,23 @@ pub async fn handle(
                 let name = r.name.as_ref().map(|n| n.to_string());
                 let Some(name) = name.filter(|_| r.topic_id.is_nil()) else {
                     out.push(match broker.catalog.get_by_id(r.topic_id) {
-                        Some(t) => describe(&t, ops),
+                        Some(t) if !may_describe(&t.name) => denied_topic(None, r.topic_id),
+                        Some(t) => describe(&t, ops(&t.name)),
                         None => error_topic(None, r.topic_id, Error::UnknownTopicId.code()),
                     });
                     continue;
                 };
-                out.push(lookup_or_create(broker, &name, allow_create, ops).await);
+                // A topic the principal may not describe is refused whether or not it
+                // exists, and creating one needs CREATE on the cluster or the topic.
+                if !may_describe(&name) {
+                    out.push(denied_topic(Some(&name), uuid::Uuid::nil()));
+                    continue;
+                }
+                let may_create = access.allows_cluster(op::CREATE)
+                    || access.allows(op::CREATE, resource::TOPIC, &name);
+                out.push(
+                    lookup_or_create(broker, &name, allow_create, may_create, ops(&name)).await,
+                );
             }
             out
         }
@@ -90,7 +105,7 @@ pub async fn handle(
         .with_topics(topics)
         .with_cluster_authorized_operations(
             if req.include_cluster_authorized_operations && (8..=10).contains(&ctx.version) {
-                CLUSTER_OPERATIONS_ALL
+                access.operations(resource::CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS_ALL)
             } else {
                 OPERATIONS_UNKNOWN
             },
@@ -101,6 +116,7 @@ async fn lookup_or_create(
     broker: &Arc<Broker>,
     name: &str,
     allow_create: bool,
+    may_create: bool,
     ops: i32,
 ) -> MetadataResponseTopic {
     if let Some(t) = broker.catalog.get(name) {
@@ -114,6 +130,13 @@ async fn lookup_or_create(
             Some(name),
             uuid::Uuid::nil(),
             Error::UnknownTopicOrPartition.code(),
+        );
+    }
+    if !may_create {
+        return error_topic(
+            Some(name),
+            uuid::Uuid::nil(),
+            denied(resource::TOPIC).code(),
         );
     }
     match broker.auto_create(name).await {

@@ -14,26 +14,36 @@ use crate::broker::Broker;
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
+    use crate::security::acl::{op, resource};
+    // Kafka's checks: a follower needs CLUSTER_ACTION, a consumer DESCRIBE on each topic.
+    let access = ctx.access(broker);
+    let follower = req.replica_id.0 >= 0;
+    let follower_allowed = follower && access.allows_cluster(op::CLUSTER_ACTION);
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
+            let allowed = match follower {
+                true => follower_allowed,
+                false => access.allows(op::DESCRIBE, resource::TOPIC, &t.topic),
+            };
             let partitions = t
                 .partitions
                 .iter()
                 .map(|p| {
                     let r = EpochEndOffset::default().with_partition(p.partition);
-                    let found =
-                        broker
-                            .led_partition(&t.topic, p.partition)
-                            .and_then(|(_, part)| {
-                                part.log
-                                    .check_leader_epoch(p.current_leader_epoch)
-                                    .map(|_| part)
-                            });
+                    let led = match allowed {
+                        true => broker.led_partition(&t.topic, p.partition),
+                        false => Err(crate::broker::authorizer::denied(resource::TOPIC)),
+                    };
+                    let found = led.and_then(|(_, part)| {
+                        part.log
+                            .check_leader_epoch(p.current_leader_epoch)
+                            .map(|_| part)
+                    });
                     match found {
                         Ok(part) => {
                             let (epoch, end) = part.log.end_offset_for_epoch(p.leader_epoch);

@@ -18,10 +18,12 @@ use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 use super::{str_bytes, topic_name};
+use crate::broker::authorizer::Access;
 use crate::broker::Broker;
 use crate::clock::now_ms;
 use crate::coordinator::offsets::Committed;
 use crate::coordinator::CommitError;
+use crate::security::acl::{op, resource};
 
 /// Whether the topic and partition exist.
 fn known(broker: &Broker, topic: &str, partition: i32) -> bool {
@@ -33,21 +35,29 @@ fn known(broker: &Broker, topic: &str, partition: i32) -> bool {
 
 pub async fn commit(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     let now = now_ms();
+    // Kafka's checks: READ on the group, then READ on each topic.
+    let access = ctx.access(broker);
+    let group_denied = !access.allows(op::READ, resource::GROUP, &req.group_id);
     let max_metadata = broker.config.offset_metadata_bytes_max;
     // Per partition: Err(code) decided up front, or Ok(offset) to commit.
     type Checked = Vec<(i32, Result<Committed, ResponseError>)>;
     let mut results: Vec<(String, Checked)> = Vec::new();
     for t in &req.topics {
+        let topic_denied = !access.allows(op::READ, resource::TOPIC, &t.name);
         let parts = t
             .partitions
             .iter()
             .map(|p| {
                 let checked = if req.group_id.is_empty() {
                     Err(ResponseError::InvalidGroupId)
+                } else if group_denied {
+                    Err(ResponseError::GroupAuthorizationFailed)
+                } else if topic_denied {
+                    Err(ResponseError::TopicAuthorizationFailed)
                 } else if !known(broker, &t.name, p.partition_index) {
                     Err(ResponseError::UnknownTopicOrPartition)
                 } else if p
@@ -78,7 +88,7 @@ pub async fn commit(
         .collect();
     // Asked even with nothing to commit: a broker that does not coordinate the group says
     // so on every partition.
-    let committed = if req.group_id.is_empty() {
+    let committed = if req.group_id.is_empty() || group_denied {
         Ok(())
     } else {
         broker
@@ -118,19 +128,38 @@ pub async fn commit(
 }
 
 /// The committed offsets of one group, grouped by topic: (topic, [(partition, offset)]).
-type OffsetsByTopic = Vec<(String, Vec<(i32, Option<Committed>)>)>;
+/// A topic the principal may not describe is in it only when asked for by name, with
+/// TOPIC_AUTHORIZATION_FAILED as its error.
+type OffsetsByTopic = Vec<(String, Option<ResponseError>, Vec<(i32, Option<Committed>)>)>;
 
+/// Kafka's checks: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), then on each
+/// topic.
 fn fetch_group(
     broker: &Broker,
+    access: &Access,
     group: &str,
     wanted: Option<Vec<(String, Vec<i32>)>>,
 ) -> Result<OffsetsByTopic, ResponseError> {
+    if !access.allows(op::DESCRIBE, resource::GROUP, group) {
+        return Err(ResponseError::GroupAuthorizationFailed);
+    }
+    let named = wanted.is_some();
     let mut out: OffsetsByTopic = Vec::new();
     for (t, p, c) in broker.groups.committed(group, wanted)? {
         match out.last_mut() {
-            Some((last, ps)) if *last == t => ps.push((p, c)),
-            _ => out.push((t, vec![(p, c)])),
+            Some((last, _, ps)) if *last == t => ps.push((p, c)),
+            _ => {
+                let denied = !access.allows(op::DESCRIBE, resource::TOPIC, &t);
+                out.push((
+                    t,
+                    denied.then_some(ResponseError::TopicAuthorizationFailed),
+                    vec![(p, c)],
+                ))
+            }
         }
+    }
+    if !named {
+        out.retain(|(_, denied, _)| denied.is_none());
     }
     Ok(out)
 }
@@ -162,7 +191,8 @@ pub async fn fetch(
                 .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
                 .collect()
         });
-        let offsets = match fetch_group(broker, &req.group_id, wanted) {
+        let access = ctx.access(broker);
+        let offsets = match fetch_group(broker, &access, &req.group_id, wanted) {
             Ok(offsets) => offsets,
             Err(e) => return not_coordinator(ctx.version, e, req.topics),
         };
@@ -171,7 +201,7 @@ pub async fn fetch(
         let stable = ctx.version >= 7 && req.require_stable;
         let topics = offsets
             .into_iter()
-            .map(|(t, ps)| {
+            .map(|(t, denied, ps)| {
                 OffsetFetchResponseTopic::default()
                     .with_name(topic_name(&t))
                     .with_partitions(
@@ -179,12 +209,15 @@ pub async fn fetch(
                             .map(|(p, c)| {
                                 let unstable =
                                     stable && broker.groups.has_pending(&req.group_id, &t, p);
-                                let (offset, epoch, metadata) = fields(c.filter(|_| !unstable));
+                                let hidden = unstable || denied.is_some();
+                                let (offset, epoch, metadata) = fields(c.filter(|_| !hidden));
                                 let r = OffsetFetchResponsePartition::default()
                                     .with_partition_index(p)
                                     .with_committed_offset(offset)
                                     .with_metadata(Some(str_bytes(metadata)))
-                                    .with_error_code(unstable_code(unstable));
+                                    .with_error_code(
+                                        denied.map_or(unstable_code(unstable), |e| e.code()),
+                                    );
                                 if ctx.version >= 5 {
                                     r.with_committed_leader_epoch(epoch)
                                 } else {
@@ -197,6 +230,7 @@ pub async fn fetch(
             .collect();
         return OffsetFetchResponse::default().with_topics(topics);
     }
+    let access = ctx.access(broker);
     let groups = req
         .groups
         .into_iter()
@@ -206,7 +240,7 @@ pub async fn fetch(
                     .map(|t| (t.name.to_string(), t.partition_indexes))
                     .collect()
             });
-            let offsets = match fetch_group(broker, &g.group_id, wanted) {
+            let offsets = match fetch_group(broker, &access, &g.group_id, wanted) {
                 Ok(offsets) => offsets,
                 Err(e) => {
                     return OffsetFetchResponseGroup::default()
@@ -216,7 +250,7 @@ pub async fn fetch(
             };
             let topics = offsets
                 .into_iter()
-                .map(|(t, ps)| {
+                .map(|(t, denied, ps)| {
                     OffsetFetchResponseTopics::default()
                         .with_name(topic_name(&t))
                         .with_partitions(
@@ -224,13 +258,16 @@ pub async fn fetch(
                                 .map(|(p, c)| {
                                     let unstable = req.require_stable
                                         && broker.groups.has_pending(&g.group_id, &t, p);
-                                    let (offset, epoch, metadata) = fields(c.filter(|_| !unstable));
+                                    let hidden = unstable || denied.is_some();
+                                    let (offset, epoch, metadata) = fields(c.filter(|_| !hidden));
                                     OffsetFetchResponsePartitions::default()
                                         .with_partition_index(p)
                                         .with_committed_offset(offset)
                                         .with_committed_leader_epoch(epoch)
                                         .with_metadata(Some(str_bytes(metadata)))
-                                        .with_error_code(unstable_code(unstable))
+                                        .with_error_code(
+                                            denied.map_or(unstable_code(unstable), |e| e.code()),
+                                        )
                                 })
                                 .collect(),
                         )
@@ -279,13 +316,21 @@ fn not_coordinator(
 
 pub async fn delete(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
-    let (known_topics, unknown): (Vec<_>, Vec<_>) = req
+    // Kafka's checks: DELETE on the group, READ on each topic.
+    let access = ctx.access(broker);
+    if !access.allows(op::DELETE, resource::GROUP, &req.group_id) {
+        return OffsetDeleteResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
+    let (readable, unreadable): (Vec<_>, Vec<_>) = req
         .topics
         .iter()
-        .map(|t| {
+        .partition(|t| access.allows(op::READ, resource::TOPIC, &t.name));
+    let partitions =
+        |t: &&kafka_protocol::messages::offset_delete_request::OffsetDeleteRequestTopic| {
             (
                 t.name.to_string(),
                 t.partitions
@@ -293,8 +338,12 @@ pub async fn delete(
                     .map(|p| p.partition_index)
                     .collect::<Vec<i32>>(),
             )
-        })
+        };
+    let (known_topics, unknown): (Vec<_>, Vec<_>) = readable
+        .iter()
+        .map(partitions)
         .partition(|(t, _)| broker.catalog.get(t).is_some());
+    let unreadable: Vec<_> = unreadable.iter().map(partitions).collect();
     let deleted = match broker
         .groups
         .delete_offsets(&req.group_id, &known_topics)
@@ -309,6 +358,10 @@ pub async fn delete(
         .chain(unknown.into_iter().flat_map(|(t, ps)| {
             ps.into_iter()
                 .map(move |p| (t.clone(), p, Some(ResponseError::UnknownTopicOrPartition)))
+        }))
+        .chain(unreadable.into_iter().flat_map(|(t, ps)| {
+            ps.into_iter()
+                .map(move |p| (t.clone(), p, Some(ResponseError::TopicAuthorizationFailed)))
         }));
     for (t, p, e) in rows {
         let part = OffsetDeleteResponsePartition::default()

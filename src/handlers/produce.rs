@@ -15,11 +15,13 @@ use kafka_protocol::ResponseError;
 
 use super::leader_hints::{node_endpoints, Hints};
 use super::RequestContext;
+use crate::broker::authorizer::denied;
 use crate::broker::Broker;
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::log::batch::{self, BatchHeader};
 use crate::log::{AppendOptions, Appended};
+use crate::security::acl::{op, resource};
 use crate::topics::{Partition, Topic};
 
 pub async fn handle(
@@ -37,6 +39,11 @@ pub async fn handle(
         .map(|t| t.to_string());
     let txn_id = txn_id.as_deref();
     let bad_acks = !(-1..=1).contains(&acks);
+    // Kafka's checks: WRITE on the transactional id for transactional batches (else the
+    // whole request fails), then WRITE on each topic.
+    let access = ctx.access(broker);
+    let txn_denied =
+        txn_id.is_some_and(|id| !access.allows(op::WRITE, resource::TRANSACTIONAL_ID, id));
     // Each partition's batch, checked first: a transactional batch whose producer has no
     // transaction open on the partition is verified with the transaction coordinator, all
     // of a request's such partitions in one call, as Kafka does (one AddPartitionsToTxn per
@@ -53,12 +60,19 @@ pub async fn handle(
             false => Some(Arc::from(topic.name.as_str())),
         };
         let first = slots.len();
+        let topic_denied = name
+            .as_ref()
+            .is_some_and(|n| !access.allows(op::WRITE, resource::TOPIC, n));
         for p in topic.partition_data {
             let records = p.records.unwrap_or_default();
             let check = if bad_acks {
                 Err(Error::InvalidRequest(format!(
                     "acks must be -1, 0 or 1, not {acks}"
                 )))
+            } else if txn_denied {
+                Err(denied(resource::TRANSACTIONAL_ID))
+            } else if topic_denied {
+                Err(denied(resource::TOPIC))
             } else if let Some(name) = &name {
                 check_transactional(broker, txn_id, name, p.index, &records).await
             } else {

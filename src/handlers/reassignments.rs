@@ -27,6 +27,14 @@ pub async fn alter(
 ) -> AlterPartitionReassignmentsResponse {
     // v0 has no such field: the replication factor may change.
     let allow_rf_change = ctx.version < 1 || req.allow_replication_factor_change;
+    // Kafka's check: ALTER on the cluster.
+    if !ctx.may_on_cluster(broker, crate::security::acl::op::ALTER) {
+        let e = kafka_protocol::ResponseError::ClusterAuthorizationFailed;
+        return AlterPartitionReassignmentsResponse::default()
+            .with_allow_replication_factor_change(allow_rf_change)
+            .with_error_code(e.code())
+            .with_error_message(Some(str_bytes(e.to_string())));
+    }
     let mut responses = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
         let topic = t.name.as_str();
@@ -60,9 +68,16 @@ pub async fn alter(
 
 pub async fn list(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
+    // Kafka's check: DESCRIBE on the cluster.
+    if !ctx.may_on_cluster(broker, crate::security::acl::op::DESCRIBE) {
+        let e = kafka_protocol::ResponseError::ClusterAuthorizationFailed;
+        return ListPartitionReassignmentsResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(str_bytes(e.to_string())));
+    }
     // Null asks for every ongoing reassignment; named partitions without one (or unknown)
     // are left out, as Kafka does.
     let wanted: Vec<(String, Option<Vec<i32>>)> = match &req.topics {

@@ -23,7 +23,7 @@ use crate::security::scram::Mechanism;
 
 pub async fn alter(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
     let users: Vec<String> = req
@@ -48,7 +48,14 @@ pub async fn alter(
             salted_password: u.salted_password.to_vec(),
         })
         .collect();
-    let results = match broker.alter_scram(deletions, upsertions).await {
+    // Kafka's check: ALTER on the cluster, else every user is refused.
+    let decided = match ctx.may_on_cluster(broker, crate::security::acl::op::ALTER) {
+        true => broker.alter_scram(deletions, upsertions).await,
+        false => Err(crate::error::Error::Authorization(
+            ResponseError::ClusterAuthorizationFailed,
+        )),
+    };
+    let results = match decided {
         Ok(results) => results
             .into_iter()
             .map(|r| {
@@ -81,9 +88,16 @@ pub async fn alter(
 /// as Kafka's ScramImage answers. Only mechanisms and iterations are shown.
 pub async fn describe(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
+    // Kafka's check: DESCRIBE on the cluster.
+    if !ctx.may_on_cluster(broker, crate::security::acl::op::DESCRIBE) {
+        let e = ResponseError::ClusterAuthorizationFailed;
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(str_bytes(e.to_string())));
+    }
     // User -> named more than once.
     let mut asked: BTreeMap<String, bool> = BTreeMap::new();
     match req.users.as_deref() {

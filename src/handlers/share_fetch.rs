@@ -69,6 +69,12 @@ fn resolve(broker: &Broker, tp: TopicIdPartition) -> Result<Arc<Partition>, Erro
 }
 
 /// The checks both APIs make before touching a session: the top-level error, if any.
+/// Kafka's check of ShareFetch and ShareAcknowledge: READ on the share group.
+fn may_read(broker: &Broker, ctx: &RequestContext<'_>, group: &str) -> bool {
+    use crate::security::acl::{op, resource};
+    ctx.access(broker).allows(op::READ, resource::GROUP, group)
+}
+
 fn check_request(
     broker: &Broker,
     group: Option<&str>,
@@ -160,6 +166,11 @@ async fn share_fetch(
         Ok(ok) => ok,
         Err((e, msg)) => return top(e, msg),
     };
+    // Kafka's check: READ on the share group.
+    if !may_read(broker, ctx, &group) {
+        let e = ResponseError::GroupAuthorizationFailed;
+        return top(e, e.to_string());
+    }
     if renew_ack
         && (
             req.max_bytes,
@@ -520,6 +531,11 @@ pub async fn acknowledge(
         Ok(ok) => ok,
         Err((e, msg)) => return top(e, msg),
     };
+    // Kafka's check: READ on the share group.
+    if !may_read(broker, ctx, &group) {
+        let e = ResponseError::GroupAuthorizationFailed;
+        return top(e, e.to_string());
+    }
     if req.share_session_epoch == 0 {
         return top(
             ResponseError::InvalidShareSessionEpoch,

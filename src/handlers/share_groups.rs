@@ -18,15 +18,13 @@ use uuid::Uuid;
 
 use super::consumer_groups::by_topic;
 use super::RequestContext;
-use super::{str_bytes, topic_name, OPERATIONS_UNKNOWN};
+use super::{str_bytes, topic_name, GROUP_OPERATIONS_ALL, OPERATIONS_UNKNOWN};
 use crate::broker::Broker;
 use crate::coordinator::consumer::Tp;
 use crate::coordinator::share::{ShareHeartbeat, ShareTopics};
+use crate::security::acl::{op, resource};
 use crate::topics::Catalog;
 use crate::wire::newer::{LaidOutAs, ShareGroupOffsets, ShareGroupOffsetsReply};
-
-/// Group operations with no authorizer: READ, DELETE, DESCRIBE.
-const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 
 struct CatalogView<'a>(&'a Catalog);
 
@@ -59,6 +57,12 @@ pub async fn heartbeat(
     }
     if req.group_id.is_empty() {
         return error_response(ResponseError::InvalidRequest, "GroupId can't be empty.");
+    }
+    // Kafka's check: READ on the share group.
+    let access = ctx.access(broker);
+    if !access.allows(op::READ, resource::GROUP, &req.group_id) {
+        let e = ResponseError::GroupAuthorizationFailed;
+        return error_response(e, e.to_string());
     }
     let settings = broker.group_settings(&req.group_id);
     let h = ShareHeartbeat {
@@ -119,9 +123,11 @@ pub async fn heartbeat(
 
 pub async fn describe(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: ShareGroupDescribeRequest,
 ) -> ShareGroupDescribeResponse {
+    // Kafka's check: DESCRIBE on each group.
+    let access = ctx.access(broker);
     let assignment = |tps: Vec<Tp>| {
         DescribedAssignment::default().with_topic_partitions(
             by_topic(broker, tps)
@@ -139,13 +145,15 @@ pub async fn describe(
         .group_ids
         .iter()
         .map(|id| {
-            let base = DescribedGroup::default()
-                .with_group_id(id.clone())
-                .with_authorized_operations(if req.include_authorized_operations {
-                    GROUP_OPERATIONS_ALL
-                } else {
-                    OPERATIONS_UNKNOWN
-                });
+            let base = DescribedGroup::default().with_group_id(id.clone());
+            if !access.allows(op::DESCRIBE, resource::GROUP, id) {
+                return base.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
+            let base = base.with_authorized_operations(if req.include_authorized_operations {
+                access.operations(resource::GROUP, id, GROUP_OPERATIONS_ALL)
+            } else {
+                OPERATIONS_UNKNOWN
+            });
             if !broker.share_groups_enabled() {
                 return base.with_error_code(ResponseError::UnsupportedVersion.code());
             }

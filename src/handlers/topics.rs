@@ -16,10 +16,12 @@ use kafka_protocol::messages::{
 
 use super::topic_name;
 use super::RequestContext;
+use crate::broker::authorizer::denied;
 use crate::broker::Broker;
 use crate::error::{Error, Result};
 use crate::handlers::configs::topic_entries;
 use crate::replication::Layout;
+use crate::security::acl::{op, resource};
 
 pub async fn create(
     broker: &Arc<Broker>,
@@ -33,6 +35,9 @@ pub async fn create(
         .map(|t| t.name.to_string())
         .filter(|n| !seen.insert(n.clone()))
         .collect();
+    // Kafka's check: CREATE on the cluster, or on each topic.
+    let access = ctx.access(broker);
+    let cluster_create = access.allows_cluster(op::CREATE);
     let mut results = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
         let name = t.name.to_string();
@@ -40,6 +45,8 @@ pub async fn create(
             Err(Error::InvalidRequest(format!(
                 "topic '{name}' appears more than once in the request"
             )))
+        } else if !cluster_create && !access.allows(op::CREATE, resource::TOPIC, &name) {
+            Err(denied(resource::TOPIC))
         } else {
             create_one(broker, t, req.validate_only).await
         };
@@ -164,6 +171,8 @@ pub async fn delete(
             .map(|n| (Some(n.to_string()), uuid::Uuid::nil()))
             .collect()
     };
+    // Kafka's check: DELETE on each topic.
+    let access = ctx.access(broker);
     let mut responses = Vec::with_capacity(targets.len());
     for (name, id) in targets {
         let resolved = match (&name, id.is_nil()) {
@@ -178,6 +187,9 @@ pub async fn delete(
             )),
         };
         let result = match resolved {
+            Ok(n) if !access.allows(op::DELETE, resource::TOPIC, &n) => {
+                Err(denied(resource::TOPIC))
+            }
             Ok(n) => broker.delete_topic(&n).await.map(|deleted| (n, deleted)),
             Err(e) => Err(e),
         };
@@ -205,11 +217,23 @@ pub async fn delete(
 
 pub async fn create_partitions(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
+    // Kafka's check: ALTER on each topic.
+    let access = ctx.access(broker);
     let mut results = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
+        if !access.allows(op::ALTER, resource::TOPIC, &t.name) {
+            let e = denied(resource::TOPIC);
+            results.push(
+                CreatePartitionsTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_error_code(e.code())
+                    .with_error_message(e.message()),
+            );
+            continue;
+        }
         // An empty list names no placement (some clients send one for null).
         let assignment = t.assignments.as_ref().filter(|a| !a.is_empty()).map(|a| {
             a.iter()

@@ -26,10 +26,13 @@ use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
 use super::{str_bytes, topic_name, RequestContext};
+use crate::broker::authorizer::{denied, Access};
 use crate::broker::Broker;
 use crate::clock::now_ms;
 use crate::coordinator::offsets::Committed;
 use crate::coordinator::transactions::{TxnPartition, TxnState};
+use crate::error::Error;
+use crate::security::acl::{op, resource};
 use crate::topics::OFFSETS_TOPIC;
 
 /// PRODUCER_FENCED is newer than some versions: those get INVALID_PRODUCER_EPOCH, as Kafka
@@ -49,17 +52,24 @@ fn code(r: Result<(), ResponseError>) -> i16 {
 
 /// The partitions of `topics` that exist, and an error for each that does not. Clients may
 /// not name internal topics; brokers (`from_broker`) may: a group coordinator adds its
-/// `__consumer_offsets` partition for a TxnOffsetCommit of transaction version 2.
+/// `__consumer_offsets` partition for a TxnOffsetCommit of transaction version 2. A
+/// client needs WRITE on each topic.
 fn known_partitions(
     broker: &Broker,
+    access: &Access,
     topics: &[AddPartitionsToTxnTopic],
     from_broker: bool,
 ) -> (Vec<TxnPartition>, Vec<(TxnPartition, ResponseError)>) {
     let mut ok = Vec::new();
     let mut bad = Vec::new();
     for t in topics {
+        let denied = !from_broker && !access.allows(op::WRITE, resource::TOPIC, &t.name);
         for p in &t.partitions {
             let tp = (t.name.to_string(), *p);
+            if denied {
+                bad.push((tp, ResponseError::TopicAuthorizationFailed));
+                continue;
+            }
             match broker.catalog.partition(&tp.0, *p) {
                 Ok((topic, _)) if topic.is_internal() && !from_broker => {
                     bad.push((tp, ResponseError::TopicAuthorizationFailed))
@@ -97,6 +107,7 @@ fn topic_results(
 /// error code per partition.
 async fn add_or_verify(
     broker: &Broker,
+    access: &Access,
     version: i16,
     id: &str,
     producer_id: i64,
@@ -104,7 +115,7 @@ async fn add_or_verify(
     topics: &[AddPartitionsToTxnTopic],
     verify_only: bool,
 ) -> Vec<(TxnPartition, i16)> {
-    let (ok, bad) = known_partitions(broker, topics, version >= 4);
+    let (ok, bad) = known_partitions(broker, access, topics, version >= 4);
     if verify_only {
         // Every partition answers for itself; a missing one is simply not in the transaction.
         let mut out: Vec<(TxnPartition, i16)> =
@@ -140,9 +151,27 @@ pub async fn add_partitions(
     req: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
     let v = ctx.version;
+    // Kafka's checks: a client needs WRITE on the transactional id (and on each topic); the
+    // brokers' batched form (v4+) CLUSTER_ACTION.
+    let access = ctx.access(broker);
     if v <= 3 {
+        if !access.allows(
+            op::WRITE,
+            resource::TRANSACTIONAL_ID,
+            &req.v3_and_below_transactional_id,
+        ) {
+            let all = req.v3_and_below_topics.iter().flat_map(|t| {
+                t.partitions.iter().map(|p| {
+                    let c = ResponseError::TransactionalIdAuthorizationFailed.code();
+                    ((t.name.to_string(), *p), c)
+                })
+            });
+            return AddPartitionsToTxnResponse::default()
+                .with_results_by_topic_v3_and_below(topic_results(all));
+        }
         let results = add_or_verify(
             broker,
+            &access,
             v,
             &req.v3_and_below_transactional_id,
             req.v3_and_below_producer_id.0,
@@ -155,10 +184,15 @@ pub async fn add_partitions(
             .with_results_by_topic_v3_and_below(topic_results(results));
     }
     // v4+: brokers only, several transactions at once (KIP-890).
+    if !access.allows_cluster(op::CLUSTER_ACTION) {
+        return AddPartitionsToTxnResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     let mut out = Vec::with_capacity(req.transactions.len());
     for t in &req.transactions {
         let results = add_or_verify(
             broker,
+            &access,
             v,
             &t.transactional_id,
             t.producer_id.0,
@@ -181,6 +215,16 @@ pub async fn add_offsets(
     ctx: &RequestContext<'_>,
     req: AddOffsetsToTxnRequest,
 ) -> AddOffsetsToTxnResponse {
+    // Kafka's checks: WRITE on the transactional id, READ on the group.
+    let access = ctx.access(broker);
+    if !access.allows(op::WRITE, resource::TRANSACTIONAL_ID, &req.transactional_id) {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+    }
+    if !access.allows(op::READ, resource::GROUP, &req.group_id) {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     // The group's offsets partition joins the transaction; its marker then commits the
     // offsets TxnOffsetCommit left pending.
     let partition = broker.offsets_partition(&req.group_id);
@@ -203,17 +247,24 @@ pub async fn end_txn(
     ctx: &RequestContext<'_>,
     req: EndTxnRequest,
 ) -> EndTxnResponse {
-    let r = broker
-        .txns
-        .end_txn(
-            &req.transactional_id,
-            req.producer_id.0,
-            req.producer_epoch,
-            req.committed,
-            ctx.version >= 5,
-        )
-        .await
-        .map_err(|e| fenced_for(e, ctx.version, 2));
+    // Kafka's check: WRITE on the transactional id.
+    let allowed =
+        ctx.access(broker)
+            .allows(op::WRITE, resource::TRANSACTIONAL_ID, &req.transactional_id);
+    let r = match allowed {
+        false => Err(ResponseError::TransactionalIdAuthorizationFailed),
+        true => broker
+            .txns
+            .end_txn(
+                &req.transactional_id,
+                req.producer_id.0,
+                req.producer_epoch,
+                req.committed,
+                ctx.version >= 5,
+            )
+            .await
+            .map_err(|e| fenced_for(e, ctx.version, 2)),
+    };
     let base = EndTxnResponse::default()
         .with_producer_id((-1).into())
         .with_producer_epoch(-1);
@@ -232,6 +283,21 @@ pub async fn txn_offset_commit(
     req: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
     let now = now_ms();
+    // Kafka's checks: WRITE on the transactional id, READ on the group, READ on each topic.
+    let access = ctx.access(broker);
+    let refused = if !access.allows(op::WRITE, resource::TRANSACTIONAL_ID, &req.transactional_id) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !access.allows(op::READ, resource::GROUP, &req.group_id) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else {
+        None
+    };
+    let unreadable: std::collections::BTreeSet<&str> = req
+        .topics
+        .iter()
+        .filter(|t| !access.allows(op::READ, resource::TOPIC, &t.name))
+        .map(|t| t.name.as_str())
+        .collect();
     let offsets: Vec<(String, i32, Committed)> = req
         .topics
         .iter()
@@ -261,7 +327,13 @@ pub async fn txn_offset_commit(
     // KIP-890: the group's offsets partition must be in the producer's transaction (part
     // 1), or, for transaction version 2 (v5, whose clients send no AddOffsetsToTxn), is
     // added to it here (part 2).
-    let verified = match broker.groups.route(&req.group_id) {
+    let checked = match (refused, unreadable.is_empty()) {
+        (Some(e), _) => Err(e),
+        // Kafka commits nothing when a topic is refused: the others are not attempted.
+        (None, false) => Err(ResponseError::OperationNotAttempted),
+        (None, true) => broker.groups.route(&req.group_id),
+    };
+    let verified = match checked {
         Ok(()) => broker
             .verify_txn(
                 &req.transactional_id,
@@ -318,6 +390,11 @@ pub async fn txn_offset_commit(
                     t.partitions
                         .iter()
                         .map(|p| {
+                            let c = match unreadable.contains(t.name.as_str()) && refused.is_none()
+                            {
+                                true => ResponseError::TopicAuthorizationFailed.code(),
+                                false => c,
+                            };
                             TxnOffsetCommitResponsePartition::default()
                                 .with_partition_index(p.partition_index)
                                 .with_error_code(c)
@@ -331,25 +408,34 @@ pub async fn txn_offset_commit(
 
 pub async fn write_txn_markers(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
+    // Kafka's check: CLUSTER_ACTION (brokers only).
+    let allowed = ctx.access(broker).allows_cluster(op::CLUSTER_ACTION);
     let mut markers = Vec::with_capacity(req.markers.len());
     for m in &req.markers {
         let mut topics = Vec::with_capacity(m.topics.len());
         for t in &m.topics {
             let mut partitions = Vec::with_capacity(t.partition_indexes.len());
             for p in &t.partition_indexes {
-                let r = broker
-                    .write_marker(
-                        &t.name,
-                        *p,
-                        m.producer_id.0,
-                        m.producer_epoch,
-                        m.transaction_result,
-                        m.coordinator_epoch,
-                    )
-                    .await;
+                let r = match allowed {
+                    false => Err(Error::Authorization(
+                        ResponseError::ClusterAuthorizationFailed,
+                    )),
+                    true => {
+                        broker
+                            .write_marker(
+                                &t.name,
+                                *p,
+                                m.producer_id.0,
+                                m.producer_epoch,
+                                m.transaction_result,
+                                m.coordinator_epoch,
+                            )
+                            .await
+                    }
+                };
                 partitions.push(
                     WritableTxnMarkerPartitionResult::default()
                         .with_partition_index(*p)
@@ -373,9 +459,11 @@ pub async fn write_txn_markers(
 
 pub async fn describe_transactions(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: DescribeTransactionsRequest,
 ) -> DescribeTransactionsResponse {
+    // Kafka's check: DESCRIBE on each transactional id.
+    let access = ctx.access(broker);
     let states = req
         .transactional_ids
         .iter()
@@ -386,6 +474,9 @@ pub async fn describe_transactions(
                 .with_producer_epoch(-1)
                 .with_transaction_start_time_ms(-1)
                 .with_transaction_state(str_bytes(""));
+            if !access.allows(op::DESCRIBE, resource::TRANSACTIONAL_ID, id) {
+                return s.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+            }
             match broker.txns.describe(id) {
                 Err(e) => s.with_error_code(e.code()),
                 Ok(m) => {
@@ -417,9 +508,11 @@ pub async fn describe_transactions(
 
 pub async fn list_transactions(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: ListTransactionsRequest,
 ) -> ListTransactionsResponse {
+    // Kafka lists the transactional ids the principal may describe.
+    let access = ctx.access(broker);
     // v2 (KIP-1152): a Java regular expression the whole id must match; empty is none.
     let pattern = match req
         .transactional_id_pattern
@@ -456,6 +549,11 @@ pub async fn list_transactions(
             && pattern
                 .as_ref()
                 .is_none_or(|r| r.is_match(&m.transactional_id))
+            && access.allows(
+                op::DESCRIBE,
+                resource::TRANSACTIONAL_ID,
+                &m.transactional_id,
+            )
     });
     ListTransactionsResponse::default()
         .with_unknown_state_filters(unknown)
@@ -474,15 +572,22 @@ pub async fn list_transactions(
 
 pub async fn describe_producers(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
+    // Kafka's check: READ on each topic.
+    let access = ctx.access(broker);
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
+        let allowed = access.allows(op::READ, resource::TOPIC, &t.name);
         let mut partitions = Vec::with_capacity(t.partition_indexes.len());
         for p in &t.partition_indexes {
             let r = PartitionResponse::default().with_partition_index(*p);
-            partitions.push(match broker.led_partition(&t.name, *p) {
+            let found = match allowed {
+                true => broker.led_partition(&t.name, *p),
+                false => Err(denied(resource::TOPIC)),
+            };
+            partitions.push(match found {
                 Err(e) => r.with_error_code(e.code()).with_error_message(e.message()),
                 Ok((_, part)) => r.with_active_producers(
                     part.log
