@@ -90,6 +90,8 @@ start_broker() { # $1: suite name
   # a SASL_SSL one with SCRAM.
   local listeners="PLAINTEXT://127.0.0.1:$port" secured=()
   if [ "$1" = security ]; then
+    # The ACL matrix starts its own Cairn (and Kafka) with the authorizer.
+    export CAIRN
     local tls_port sasl_port sasl_ssl_port
     tls_port=$(free_port); sasl_port=$(free_port); sasl_ssl_port=$(free_port)
     export CERTS="$work/certs" BOOTSTRAP_TLS="127.0.0.1:$tls_port"

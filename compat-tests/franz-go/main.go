@@ -16,7 +16,8 @@
 //    and reject records of a topic written before the group (share.auto.offset.reset set
 //    as a group config); each record is finished exactly once.
 //
-// With -sasl-admin, it runs the SCRAM checks of sasl.go instead (compat-tests/security).
+// With -sasl-admin, it runs the SCRAM checks of sasl.go instead, and with -acl-admin it
+// prints the ACL matrix of acls.go (both for compat-tests/security).
 //
 // Prints "PASS name" / "FAIL name: reason" lines, then exactly one line
 // "franz-go: N passed, M failed"; exits non-zero if M > 0.
@@ -131,7 +132,13 @@ func main() {
 	saslAdmin := flag.String("sasl-admin", "", "run the SCRAM checks (sasl.go) instead, making users through this PLAINTEXT address")
 	saslBoot := flag.String("sasl-bootstrap", "", "the SCRAM checks' SASL listener")
 	saslCA := flag.String("sasl-ca", "", "the CA of a SASL_SSL listener (TLS when set)")
+	aclAdmin := flag.String("acl-admin", "", "print the ACL matrix (acls.go) instead, setting up through this super user's PLAINTEXT address")
+	aclSASL := flag.String("acl-sasl", "", "the ACL matrix's SASL_PLAINTEXT listener (PLAIN users alice, bob, carol)")
 	flag.Parse()
+	if *aclAdmin != "" {
+		aclMatrix(*aclAdmin, *aclSASL)
+		return
+	}
 	if *saslAdmin != "" {
 		saslChecks(*saslAdmin, *saslBoot, *saslCA)
 	}

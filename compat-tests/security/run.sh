@@ -206,5 +206,82 @@ else
   grep -q "^franz-go: [0-9]* passed, 0 failed" "$tmp/franz" || fail franz-go "$(tail -3 "$tmp/franz")"
 fi
 
+# The ACL matrix (franz-go/acls.go): the same principals, ACLs and requests against a
+# Cairn and an Apache Kafka (kafka-ref, the newest release) that both run the
+# StandardAuthorizer, with User:ANONYMOUS on PLAINTEXT as super user and PLAIN users on
+# SASL_PLAINTEXT. Every answer must be Kafka's.
+acl_props() { # PORT SASL_PORT: the listeners and security settings, as server.properties lines
+  cat <<P
+listeners=PLAINTEXT://127.0.0.1:$1,CONTROLLER://127.0.0.1:$(($1 + 1)),SASL_PLAINTEXT://127.0.0.1:$2
+advertised.listeners=PLAINTEXT://127.0.0.1:$1,SASL_PLAINTEXT://127.0.0.1:$2
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_alice="alice-secret" user_bob="bob-secret" user_carol="carol-secret";
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS
+P
+}
+# Two free ports in a row (Kafka's controller listener is PORT+1).
+port_pair() {
+  python3 -c 'import socket
+for _ in range(50):
+    a, b = socket.socket(), socket.socket()
+    try:
+        a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]; b.bind(("127.0.0.1", p + 1)); print(p); break
+    except OSError: pass
+    finally: a.close(); b.close()'
+}
+if [ -x "$franz" ] && [ -n "${CAIRN:-}" ]; then
+  kport=$(port_pair); ksasl=$(port_pair)
+  cport=$(port_pair); csasl=$(port_pair)
+  KAFKA_REF_EXTRA_PROPS="$(acl_props "$kport" "$ksasl")" \
+    "$here/../kafka-ref/start.sh" "$kport" "$tmp/kafka-acl" >"$tmp/kafka-acl-start" 2>&1
+  # Cairn reads the same lines as overrides (it has no controller listener here).
+  overrides=()
+  while IFS= read -r line; do
+    case "$line" in
+      listeners=*) line="listeners=PLAINTEXT://127.0.0.1:$cport,SASL_PLAINTEXT://127.0.0.1:$csasl" ;;
+      listener.security.protocol.map=*) continue ;;
+    esac
+    overrides+=(--override "$line")
+  done < <(acl_props "$cport" "$csasl")
+  "$CAIRN" "${overrides[@]}" --override "log.dirs=$tmp/cairn-acl" --override metrics.listener=none \
+    >"$tmp/cairn-acl.log" 2>&1 &
+  cairn_acl=$!
+  for _ in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/"$cport") 2>/dev/null && break; sleep 0.05; done
+  "$franz" -acl-admin "127.0.0.1:$kport" -acl-sasl "127.0.0.1:$ksasl" >"$tmp/matrix-kafka" 2>&1
+  krc=$?
+  "$franz" -acl-admin "127.0.0.1:$cport" -acl-sasl "127.0.0.1:$csasl" >"$tmp/matrix-cairn" 2>&1
+  crc=$?
+  # kafka-acls (4.4.0 and 3.9.1) adds, lists and removes an ACL on Cairn.
+  for version in 4.4.0 3.9.1; do
+    acls() { KAFKA_VERSION=$version timeout 120 "$here/../java/kafka-run.sh" org.apache.kafka.tools.AclCommand --bootstrap-server "127.0.0.1:$cport" "$@"; }
+    [ "$version" = 3.9.1 ] && acls() { KAFKA_VERSION=$version timeout 120 "$here/../java/kafka-run.sh" kafka.admin.AclCommand --bootstrap-server "127.0.0.1:$cport" "$@"; }
+    rm -f "$tmp"/acl-*
+    if acls --add --allow-principal User:dave --operation Read --operation Describe --topic m-acl-tool --group g-tool >"$tmp/acl-add" 2>&1 \
+      && acls --list --topic m-acl-tool >"$tmp/acl-list" 2>&1 \
+      && grep -q 'principal=User:dave, host=\*, operation=READ, permissionType=ALLOW' "$tmp/acl-list" \
+      && grep -q 'principal=User:dave, host=\*, operation=DESCRIBE, permissionType=ALLOW' "$tmp/acl-list" \
+      && acls --remove --force --allow-principal User:dave --operation Read --operation Describe --topic m-acl-tool --group g-tool >"$tmp/acl-remove" 2>&1 \
+      && acls --list --principal User:dave >"$tmp/acl-after" 2>&1 \
+      && ! grep -q 'principal=User:dave' "$tmp/acl-after"; then
+      pass "kafka-acls-$version-add-list-remove"
+    else
+      fail "kafka-acls-$version-add-list-remove" "$(head -3 "$tmp"/acl-* 2>/dev/null | tr -s ' \n' ' ' | cut -c1-600)"
+    fi
+  done
+  kill -TERM "$cairn_acl"; wait "$cairn_acl"
+  "$here/../kafka-ref/stop.sh" "$tmp/kafka-acl" >/dev/null 2>&1
+  if [ "$krc" != 0 ] || [ "$crc" != 0 ]; then
+    fail acl-matrix "kafka: $(tail -2 "$tmp/matrix-kafka" "$tmp/kafka-acl-start" | tr '\n' ' '); cairn: $(tail -2 "$tmp/matrix-cairn" | tr '\n' ' ')"
+  elif diff "$tmp/matrix-kafka" "$tmp/matrix-cairn" >"$tmp/matrix-diff"; then
+    pass "acl-matrix-$(wc -l <"$tmp/matrix-kafka")-answers-as-kafka"
+  else
+    fail acl-matrix "answers differ from Kafka's (< Kafka, > Cairn): $(grep '^[<>]' "$tmp/matrix-diff" | tr '\n' ';')"
+  fi
+else
+  fail acl-matrix "franz-go did not build or CAIRN is not set"
+fi
+
 echo "security: $passed passed, $failed failed"
 [ "$failed" = 0 ]
