@@ -86,7 +86,8 @@ start_broker() { # $1: suite name
   esac
   local data="$work/$1-data"
   # The security suite: beside PLAINTEXT, an SSL listener requiring client certificates
-  # (scripts/make-test-certs.sh makes them), a SASL_PLAINTEXT one with PLAIN and SCRAM, and
+  # (scripts/make-test-certs.sh makes them), a SASL_PLAINTEXT one with PLAIN, SCRAM and
+  # OAUTHBEARER (unsecured tokens), and
   # a SASL_SSL one with SCRAM.
   local listeners="PLAINTEXT://127.0.0.1:$port" secured=()
   if [ "$1" = security ]; then
@@ -103,7 +104,8 @@ start_broker() { # $1: suite name
       --override ssl.keystore.password=broker-pass --override ssl.truststore.type=PEM
       --override "ssl.truststore.location=$CERTS/ca.pem" --override ssl.client.auth=required
       --override listener.name.sasl_ssl.ssl.client.auth=none
-      --override sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+      --override sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+      --override 'listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";'
       --override listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
       --override 'listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret" user_alice="alice-secret";')
   fi

@@ -219,6 +219,70 @@ fn plain_logins_are_served_and_every_wrong_one_loses_only_its_connection() {
     );
 }
 
+const OAUTH_JAAS: &str = "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=\
+    org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+    unsecuredLoginStringClaim_sub=\"admin\" unsecuredValidatorRequiredScope=\"kafka\";";
+
+/// An unsecured JWS (`"alg":"none"`) with these claims.
+fn unsecured_jws(claims: &str) -> String {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+    format!("{}.{}.", b64(r#"{"alg":"none"}"#), b64(claims))
+}
+
+#[test]
+fn oauthbearer_accepts_unsecured_tokens_with_the_required_scope() {
+    let plain = free_port();
+    let sasl = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let listeners =
+        format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}");
+    let overrides = [
+        listeners.as_str(),
+        "sasl.enabled.mechanisms=OAUTHBEARER",
+        OAUTH_JAAS,
+    ];
+    let mut broker = Broker::launch_in(&dir.path().join("data"), plain, &overrides);
+    broker.await_listening();
+    let addr: SocketAddr = format!("127.0.0.1:{sasl}").parse().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let first = |claims: String| {
+        format!("n,,\u{1}auth=Bearer {}\u{1}\u{1}", unsecured_jws(&claims)).into_bytes()
+    };
+    // A valid token with the scope: logged in, and served.
+    let mut c = Client::connect(addr);
+    assert_eq!(handshake(&mut c, "OAUTHBEARER", 1).error_code, 0);
+    let good = format!(r#"{{"sub":"alice","exp":{},"scope":"kafka"}}"#, now + 600);
+    let r = authenticate(&mut c, &first(good));
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(metadata(&mut c).throttle_time_ms, 0);
+    // Expired, and without the scope: Kafka's error challenge, then 58 on the client's
+    // \x01, and the connection closes.
+    for (claims, status) in [
+        (
+            format!(r#"{{"sub":"alice","exp":{},"scope":"kafka"}}"#, now - 600),
+            "invalid_token",
+        ),
+        (
+            format!(r#"{{"sub":"alice","exp":{}}}"#, now + 600),
+            "insufficient_scope",
+        ),
+    ] {
+        let mut c = Client::connect(addr);
+        assert_eq!(handshake(&mut c, "OAUTHBEARER", 1).error_code, 0);
+        let r = authenticate(&mut c, &first(claims));
+        assert_eq!(r.error_code, 0);
+        let challenge: serde_json::Value = serde_json::from_slice(&r.auth_bytes).unwrap();
+        assert_eq!(challenge["status"], status);
+        let r = authenticate(&mut c, b"\x01");
+        assert_eq!(r.error_code, 58, "{r:?}");
+        assert!(c.is_closed());
+    }
+}
+
 #[test]
 fn bad_sasl_settings_stop_start_up_with_the_key_named() {
     let listener = "listeners=SASL_PLAINTEXT://127.0.0.1:0";
@@ -246,8 +310,21 @@ fn bad_sasl_settings_stop_start_up_with_the_key_named() {
             vec!["PlainLoginModule"],
         ),
         (
+            vec![listener, "sasl.enabled.mechanisms=GSSAPI"],
+            vec!["GSSAPI is not supported"],
+        ),
+        (
             vec![listener, "sasl.enabled.mechanisms=OAUTHBEARER"],
-            vec!["OAUTHBEARER is not supported"],
+            vec!["listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"],
+        ),
+        (
+            vec![
+                listener,
+                "sasl.enabled.mechanisms=OAUTHBEARER",
+                OAUTH_JAAS,
+                "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            ],
+            vec!["unsecured validator"],
         ),
     ] {
         refuses_to_start(&settings, &expected, "secret-pw");

@@ -12,6 +12,7 @@
 #     keystore fails.
 #   SASL:
 #   - kafka-configs --entity-type users makes SCRAM users (over PLAINTEXT);
+#   - OAUTHBEARER with unsecured tokens: kcat's smoke test, kafka-topics 4.4.0;
 #   - kcat: PLAIN (JAAS users) and SCRAM-SHA-256 on SASL_PLAINTEXT, SCRAM-SHA-512 on
 #     SASL_SSL, the smoke test each; a wrong password refused;
 #   - the Java tools of 4.4.0 and 3.9.1 over SASL_SSL with SCRAM-SHA-256: produce and
@@ -138,6 +139,30 @@ kcat_sasl kcat-scram-sha-256 "$BOOTSTRAP_SASL" SCRAM-SHA-256 carol carol-secret 
 kcat_sasl kcat-scram-sha-512-over-tls "$BOOTSTRAP_SASL_SSL" SCRAM-SHA-512 carol carol-secret \
   -X security.protocol=sasl_ssl -X "ssl.ca.location=$CERTS/ca.pem"
 # kcat_refused NAME BOOTSTRAP MECHANISM USER PASSWORD: no metadata for this login.
+# OAUTHBEARER: librdkafka makes an unsecured token for alice; the Java 4.4.0 tools' default
+# login module makes one too (unsecuredLoginStringClaim_sub).
+if out=$(BOOTSTRAP=$BOOTSTRAP_SASL KCAT_OPTS="-X security.protocol=sasl_plaintext -X sasl.mechanisms=OAUTHBEARER -X enable.sasl.oauthbearer.unsecure.jwt=true -X sasl.oauthbearer.config=principal=alice" "$here/../librdkafka/smoke-kcat.sh" 2>&1); then
+  pass kcat-oauthbearer
+else
+  fail kcat-oauthbearer "$out"
+fi
+cat >"$tmp/oauth.properties" <<PROPS
+security.protocol=SASL_PLAINTEXT
+sasl.mechanism=OAUTHBEARER
+sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="alice";
+PROPS
+if KAFKA_VERSION=4.4.0 timeout 120 "$here/../java/kafka-run.sh" org.apache.kafka.tools.TopicCommand \
+    --bootstrap-server "$BOOTSTRAP_SASL" --command-config "$tmp/oauth.properties" \
+    --create --topic oauth-topic --partitions 2 >"$tmp/oauth-create" 2>&1 \
+  && KAFKA_VERSION=4.4.0 timeout 120 "$here/../java/kafka-run.sh" org.apache.kafka.tools.TopicCommand \
+    --bootstrap-server "$BOOTSTRAP_SASL" --command-config "$tmp/oauth.properties" \
+    --list >"$tmp/oauth-list" 2>&1 \
+  && grep -qx oauth-topic "$tmp/oauth-list"; then
+  pass java-4.4.0-oauthbearer-topics
+else
+  fail java-4.4.0-oauthbearer-topics "$(head -3 "$tmp/oauth-create" "$tmp/oauth-list" 2>/dev/null | tr -s ' \n' ' ' | cut -c1-400)"
+fi
+
 kcat_refused() {
   if timeout 30 kcat -b "$2" -X security.protocol=sasl_plaintext -X "sasl.mechanisms=$3" \
       -X "sasl.username=$4" -X "sasl.password=$5" -L -m 5 >"$tmp/$1" 2>&1; then

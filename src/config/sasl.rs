@@ -2,16 +2,19 @@
 //! `sasl.enabled.mechanisms` (per listener as `listener.name.<l>.sasl.enabled.mechanisms`)
 //! and, for PLAIN, the users of the JAAS config
 //! `listener.name.<l>.plain.sasl.jaas.config` (`user_<name>="password"` options of
-//! PlainLoginModule). SCRAM's credentials live in the cluster metadata instead.
+//! PlainLoginModule). SCRAM's credentials live in the cluster metadata instead. OAUTHBEARER
+//! uses Kafka's default unsecured validator, whose options come from
+//! `listener.name.<l>.oauthbearer.sasl.jaas.config` (OAuthBearerLoginModule).
 
 use std::collections::BTreeMap;
 
 use super::keys::Props;
 use super::{invalid, ConfigError};
+use crate::security::oauthbearer::Validator;
 use crate::security::sasl::Accepted;
 
 /// The mechanisms Cairn serves.
-const SUPPORTED: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+const SUPPORTED: [&str; 4] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
 
 /// The SASL settings of listener `name`.
 pub(super) fn parse(p: &Props<'_>, name: &str) -> Result<Accepted, ConfigError> {
@@ -74,10 +77,80 @@ pub(super) fn parse(p: &Props<'_>, name: &str) -> Result<Accepted, ConfigError> 
             .filter_map(|(k, v)| k.strip_prefix("user_").map(|u| (u.to_string(), v)))
             .collect();
     }
+    let oauthbearer = match mechanisms.iter().any(|m| m == "OAUTHBEARER") {
+        true => oauthbearer(p, name, &prefix)?,
+        false => Validator::default(),
+    };
     Ok(Accepted {
         mechanisms,
         plain_users,
+        oauthbearer,
     })
+}
+
+/// OAUTHBEARER's validator: Kafka's unsecured one (the default when no server callback
+/// handler is set), with the options of the listener's OAuthBearerLoginModule entry.
+fn oauthbearer(p: &Props<'_>, name: &str, prefix: &str) -> Result<Validator, ConfigError> {
+    for key in [
+        format!("{prefix}oauthbearer.sasl.server.callback.handler.class"),
+        "sasl.server.callback.handler.class".to_string(),
+    ] {
+        if let Some(class) = p.get(&key).filter(|c| !c.trim().is_empty()) {
+            return Err(invalid(
+                &key,
+                class,
+                "Cairn validates OAUTHBEARER tokens only with Kafka's default unsecured \
+                 validator (for tests and development); leave the handler unset",
+            ));
+        }
+    }
+    let jaas_key = format!("{prefix}oauthbearer.sasl.jaas.config");
+    let jaas = p.get(&jaas_key).ok_or_else(|| {
+        invalid(
+            &jaas_key,
+            "",
+            &format!(
+                "listener {name} enables OAUTHBEARER and needs its login module, as in Kafka: \
+                 {jaas_key}=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule \
+                 required unsecuredLoginStringClaim_sub=\"admin\";"
+            ),
+        )
+    })?;
+    let (module, options) =
+        parse_jaas(jaas).map_err(|reason| invalid(&jaas_key, "<hidden>", &reason))?;
+    if !module.ends_with("OAuthBearerLoginModule") {
+        return Err(invalid(
+            &jaas_key,
+            "<hidden>",
+            &format!("OAUTHBEARER needs OAuthBearerLoginModule, not {module}"),
+        ));
+    }
+    let mut v = Validator::default();
+    if let Some(c) = options.get("unsecuredValidatorPrincipalClaimName") {
+        v.principal_claim = c.clone();
+    }
+    if let Some(c) = options.get("unsecuredValidatorScopeClaimName") {
+        v.scope_claim = c.clone();
+    }
+    if let Some(scopes) = options.get("unsecuredValidatorRequiredScope") {
+        v.required_scope = scopes
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+    }
+    if let Some(skew) = options.get("unsecuredValidatorAllowableClockSkewMs") {
+        v.skew_ms = skew.trim().parse().map_err(|_| {
+            invalid(
+                &jaas_key,
+                "<hidden>",
+                &format!(
+                    "unsecuredValidatorAllowableClockSkewMs must be a number of ms, not {skew}"
+                ),
+            )
+        })?;
+    }
+    Ok(v)
 }
 
 /// One JAAS login module entry, `Class flag key="value" ...;`: the class and the options.

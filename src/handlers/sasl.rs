@@ -97,7 +97,7 @@ fn step(broker: &Arc<Broker>, conn: &Connection, token: &[u8]) -> Result<Bytes, 
     let credential = |user: &str, m: crate::security::scram::Mechanism| {
         broker.scram_credentials(user).get(m.name()).cloned()
     };
-    match s.token(token, &credential, &nonce) {
+    match s.token(token, &credential, &nonce, crate::clock::now_ms()) {
         Ok(Step::Challenge(bytes)) => Ok(bytes.into()),
         Ok(Step::Done {
             response,

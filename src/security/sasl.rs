@@ -1,12 +1,14 @@
 //! One connection's SASL authentication as Kafka's SaslServerAuthenticator runs it:
 //! ApiVersions and SaslHandshake first, then the mechanism's tokens, in SaslAuthenticate
 //! requests (handshake v1) or raw (v0). PLAIN checks `user_<name>` entries of the
-//! listener's JAAS config; SCRAM-SHA-256/512 check the credentials in the cluster metadata.
+//! listener's JAAS config; SCRAM-SHA-256/512 check the credentials in the cluster metadata;
+//! OAUTHBEARER checks an unsecured JWS ([`super::oauthbearer`]).
 //! Any failure fails the whole authentication: the client learns only that it failed.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::oauthbearer::{self, Validator};
 use super::scram::{self, ClientFirst, Credential, Mechanism as Scram};
 
 /// What a SASL listener accepts.
@@ -16,6 +18,8 @@ pub struct Accepted {
     pub mechanisms: Vec<String>,
     /// PLAIN's users and passwords (`user_<name>="..."` in the JAAS config).
     pub plain_users: BTreeMap<String, String>,
+    /// How OAUTHBEARER tokens are checked (the unsecured validator's options).
+    pub oauthbearer: Validator,
 }
 
 /// Where a connection is in its authentication.
@@ -34,6 +38,11 @@ enum Stage {
         client: ClientFirst,
         server_first: String,
         credential: Credential,
+        raw: bool,
+    },
+    /// OAUTHBEARER's error challenge was sent; the client's `\x01` ends the exchange.
+    OauthRefused {
+        reason: String,
         raw: bool,
     },
     Authenticated,
@@ -94,7 +103,9 @@ impl Session {
     pub fn expects_raw_token(&self) -> bool {
         matches!(
             self.stage,
-            Stage::Chosen { raw: true, .. } | Stage::ScramFirst { raw: true, .. }
+            Stage::Chosen { raw: true, .. }
+                | Stage::ScramFirst { raw: true, .. }
+                | Stage::OauthRefused { raw: true, .. }
         )
     }
 
@@ -102,7 +113,9 @@ impl Session {
     pub fn expects_authenticate(&self) -> bool {
         matches!(
             self.stage,
-            Stage::Chosen { raw: false, .. } | Stage::ScramFirst { raw: false, .. }
+            Stage::Chosen { raw: false, .. }
+                | Stage::ScramFirst { raw: false, .. }
+                | Stage::OauthRefused { raw: false, .. }
         )
     }
 
@@ -141,17 +154,45 @@ impl Session {
     }
 
     /// The next token of the chosen mechanism. `credential` finds a user's SCRAM
-    /// credential; `nonce` makes SCRAM's server nonce.
+    /// credential; `nonce` makes SCRAM's server nonce; `now_ms` is the clock OAUTHBEARER
+    /// tokens are checked against.
     pub fn token(
         &mut self,
         token: &[u8],
         credential: &dyn Fn(&str, Scram) -> Option<Credential>,
         nonce: &dyn Fn() -> String,
+        now_ms: i64,
     ) -> Result<Step, Refusal> {
         let stage = std::mem::replace(&mut self.stage, Stage::Failed);
         let step = match stage {
             Stage::Chosen { mechanism, raw } => match mechanism.as_str() {
                 "PLAIN" => self.plain(token),
+                "OAUTHBEARER" => {
+                    let (authzid, jws) =
+                        oauthbearer::parse_client_first(token).map_err(Refusal::Failed)?;
+                    match oauthbearer::validate(&self.accepted.oauthbearer, &jws, now_ms) {
+                        Ok(t) if authzid.as_ref().is_some_and(|a| *a != t.name) => {
+                            Err(Refusal::Failed(format!(
+                                "Authentication failed: Client requested an authorization id \
+                                 ({}) that is different from the token's principal name ({})",
+                                authzid.unwrap_or_default(),
+                                t.name
+                            )))
+                        }
+                        Ok(t) => Ok(Step::Done {
+                            response: Vec::new(),
+                            principal: format!("User:{}", t.name),
+                        }),
+                        // As Kafka: an error challenge, then the client's \x01, then failure.
+                        Err(invalid) => {
+                            self.stage = Stage::OauthRefused {
+                                reason: invalid.reason.clone(),
+                                raw,
+                            };
+                            return Ok(Step::Challenge(invalid.challenge()));
+                        }
+                    }
+                }
                 name => {
                     let m = Scram::from_name(name).ok_or_else(|| {
                         Refusal::UnsupportedMechanism(format!("Unsupported SASL mechanism {name}"))
@@ -193,6 +234,9 @@ impl Session {
                     response: server_final.into_bytes(),
                     principal: format!("User:{}", client.username),
                 })
+            }
+            Stage::OauthRefused { reason, .. } => {
+                Err(Refusal::Failed(format!("Authentication failed: {reason}")))
             }
             Stage::Start | Stage::Authenticated | Stage::Failed => {
                 return Err(Refusal::IllegalState(
@@ -261,6 +305,7 @@ mod tests {
         Session::new(Arc::new(Accepted {
             mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()],
             plain_users: BTreeMap::from([("alice".into(), "alice-secret".into())]),
+            oauthbearer: Validator::default(),
         }))
     }
 
@@ -276,7 +321,7 @@ mod tests {
         let mut s = session();
         s.handshake("PLAIN", 1).unwrap();
         assert!(s.expects_authenticate());
-        let done = s.token(b"\0alice\0alice-secret", &none, &nonce).unwrap();
+        let done = s.token(b"\0alice\0alice-secret", &none, &nonce, 0).unwrap();
         assert!(matches!(done, Step::Done { principal, .. } if principal == "User:alice"));
         assert!(s.authenticated());
         for bad in [
@@ -291,7 +336,7 @@ mod tests {
             s.handshake("PLAIN", 0).unwrap();
             assert!(s.expects_raw_token());
             assert!(matches!(
-                s.token(bad, &none, &nonce),
+                s.token(bad, &none, &nonce, 0),
                 Err(Refusal::Failed(_))
             ));
             assert!(!s.authenticated());
@@ -299,7 +344,7 @@ mod tests {
         // A token before any handshake, a second handshake: illegal state.
         let mut s = session();
         assert!(matches!(
-            s.token(b"x", &none, &nonce),
+            s.token(b"x", &none, &nonce, 0),
             Err(Refusal::IllegalState(_))
         ));
         let mut s = session();
@@ -311,10 +356,54 @@ mod tests {
     }
 
     #[test]
+    fn oauthbearer_accepts_valid_unsecured_tokens_and_refuses_others_after_a_challenge() {
+        use base64::Engine;
+        let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        let jws = |claims: &str| format!("{}.{}.", b64(r#"{"alg":"none"}"#), b64(claims));
+        let first = |t: &str| format!("n,,\u{1}auth=Bearer {t}\u{1}\u{1}").into_bytes();
+        let nonce = || "n".to_string();
+        let oauth = || {
+            Session::new(Arc::new(Accepted {
+                mechanisms: vec!["OAUTHBEARER".into()],
+                plain_users: BTreeMap::new(),
+                oauthbearer: Validator::default(),
+            }))
+        };
+        let now = 1_700_000_000_000;
+        let mut s = oauth();
+        s.handshake("OAUTHBEARER", 1).unwrap();
+        let good = first(&jws(r#"{"sub":"alice","exp":1700000060}"#));
+        let done = s.token(&good, &none, &nonce, now).unwrap();
+        assert!(matches!(done, Step::Done { principal, .. } if principal == "User:alice"));
+        // An expired token: the error challenge, then the client's \x01 fails it.
+        let mut s = oauth();
+        s.handshake("OAUTHBEARER", 0).unwrap();
+        let expired = first(&jws(r#"{"sub":"alice","exp":1600000000}"#));
+        let challenge = s.token(&expired, &none, &nonce, now).unwrap();
+        assert_eq!(
+            challenge,
+            Step::Challenge(br#"{"status":"invalid_token"}"#.to_vec())
+        );
+        assert!(s.expects_raw_token());
+        assert!(matches!(
+            s.token(b"\x01", &none, &nonce, now),
+            Err(Refusal::Failed(m)) if m.contains("expired")
+        ));
+        assert!(!s.authenticated());
+        // Garbage fails at once.
+        let mut s = oauth();
+        s.handshake("OAUTHBEARER", 1).unwrap();
+        assert!(matches!(
+            s.token(b"garbage", &none, &nonce, now),
+            Err(Refusal::Failed(_))
+        ));
+    }
+
+    #[test]
     fn scram_for_a_user_without_a_credential_fails_at_client_first() {
         let mut s = session();
         s.handshake("SCRAM-SHA-256", 1).unwrap();
-        let r = s.token(b"n,,n=ghost,r=abc", &none, &|| "n".to_string());
+        let r = s.token(b"n,,n=ghost,r=abc", &none, &|| "n".to_string(), 0);
         assert!(matches!(r, Err(Refusal::Failed(_))));
     }
 }
