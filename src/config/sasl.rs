@@ -51,27 +51,15 @@ pub(super) fn parse(p: &Props<'_>, name: &str) -> Result<Accepted, ConfigError> 
     }
     let mut plain_users = BTreeMap::new();
     if mechanisms.iter().any(|m| m == "PLAIN") {
-        let jaas_key = format!("{prefix}plain.sasl.jaas.config");
-        let jaas = p.get(&jaas_key).ok_or_else(|| {
-            invalid(
-                &jaas_key,
-                "",
-                &format!(
-                    "listener {name} enables PLAIN and needs its users, as in Kafka: \
-                     {jaas_key}=org.apache.kafka.common.security.plain.PlainLoginModule \
-                     required user_alice=\"alice-secret\";"
-                ),
-            )
-        })?;
-        let (module, options) =
-            parse_jaas(jaas).map_err(|reason| invalid(&jaas_key, "<hidden>", &reason))?;
-        if !module.ends_with("PlainLoginModule") {
-            return Err(invalid(
-                &jaas_key,
-                "<hidden>",
-                &format!("PLAIN needs PlainLoginModule, not {module}"),
-            ));
-        }
+        let (_, options) = login_module(
+            p,
+            name,
+            &prefix,
+            "PLAIN",
+            "org.apache.kafka.common.security.plain.PlainLoginModule",
+            "its users",
+            "user_alice=\"alice-secret\"",
+        )?;
         plain_users = options
             .into_iter()
             .filter_map(|(k, v)| k.strip_prefix("user_").map(|u| (u.to_string(), v)))
@@ -104,27 +92,15 @@ fn oauthbearer(p: &Props<'_>, name: &str, prefix: &str) -> Result<Validator, Con
             ));
         }
     }
-    let jaas_key = format!("{prefix}oauthbearer.sasl.jaas.config");
-    let jaas = p.get(&jaas_key).ok_or_else(|| {
-        invalid(
-            &jaas_key,
-            "",
-            &format!(
-                "listener {name} enables OAUTHBEARER and needs its login module, as in Kafka: \
-                 {jaas_key}=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule \
-                 required unsecuredLoginStringClaim_sub=\"admin\";"
-            ),
-        )
-    })?;
-    let (module, options) =
-        parse_jaas(jaas).map_err(|reason| invalid(&jaas_key, "<hidden>", &reason))?;
-    if !module.ends_with("OAuthBearerLoginModule") {
-        return Err(invalid(
-            &jaas_key,
-            "<hidden>",
-            &format!("OAUTHBEARER needs OAuthBearerLoginModule, not {module}"),
-        ));
-    }
+    let (jaas_key, options) = login_module(
+        p,
+        name,
+        prefix,
+        "OAUTHBEARER",
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
+        "its login module",
+        "unsecuredLoginStringClaim_sub=\"admin\"",
+    )?;
     let mut v = Validator::default();
     if let Some(c) = options.get("unsecuredValidatorPrincipalClaimName") {
         v.principal_claim = c.clone();
@@ -151,6 +127,45 @@ fn oauthbearer(p: &Props<'_>, name: &str, prefix: &str) -> Result<Validator, Con
         })?;
     }
     Ok(v)
+}
+
+/// The options of listener `name`'s JAAS entry for `mechanism`
+/// (`listener.name.<l>.<mechanism>.sasl.jaas.config`), whose login module must be `class`;
+/// a missing entry is refused naming the key, with `example` options. Returns the key too.
+fn login_module(
+    p: &Props<'_>,
+    name: &str,
+    prefix: &str,
+    mechanism: &str,
+    class: &str,
+    needs: &str,
+    example: &str,
+) -> Result<(String, BTreeMap<String, String>), ConfigError> {
+    let key = format!(
+        "{prefix}{}.sasl.jaas.config",
+        mechanism.to_ascii_lowercase()
+    );
+    let jaas = p.get(&key).ok_or_else(|| {
+        invalid(
+            &key,
+            "",
+            &format!(
+                "listener {name} enables {mechanism} and needs {needs}, as in Kafka: \
+                 {key}={class} required {example};"
+            ),
+        )
+    })?;
+    let (module, options) =
+        parse_jaas(jaas).map_err(|reason| invalid(&key, "<hidden>", &reason))?;
+    let short = class.rsplit('.').next().unwrap_or(class);
+    if !module.ends_with(short) {
+        return Err(invalid(
+            &key,
+            "<hidden>",
+            &format!("{mechanism} needs {short}, not {module}"),
+        ));
+    }
+    Ok((key, options))
 }
 
 /// One JAAS login module entry, `Class flag key="value" ...;`: the class and the options.

@@ -16,7 +16,7 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::RequestContext;
-use super::{str_bytes, topic_name, GROUP_OPERATIONS_ALL, OPERATIONS_UNKNOWN};
+use super::{group_described, str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::coordinator::consumer::{Heartbeat, TopicView, Tp};
 use crate::security::acl::{op, resource};
@@ -162,14 +162,10 @@ pub async fn describe(
         .iter()
         .map(|id| {
             let base = DescribedGroup::default().with_group_id(id.clone());
-            if !access.allows(op::DESCRIBE, resource::GROUP, id) {
-                return base.with_error_code(ResponseError::GroupAuthorizationFailed.code());
-            }
-            let base = base.with_authorized_operations(if req.include_authorized_operations {
-                access.operations(resource::GROUP, id, GROUP_OPERATIONS_ALL)
-            } else {
-                OPERATIONS_UNKNOWN
-            });
+            let base = match group_described(&access, id, req.include_authorized_operations) {
+                Ok(ops) => base.with_authorized_operations(ops),
+                Err(e) => return base.with_error_code(e.code()),
+            };
             let d = match broker.groups.consumer_describe(id) {
                 Ok(d) => d,
                 Err(e) => return base.with_error_code(e.code()),

@@ -15,7 +15,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use super::{broker_id, str_bytes, GROUP_OPERATIONS_ALL, OPERATIONS_UNKNOWN};
+use super::{broker_id, group_described, str_bytes};
 use crate::broker::authorizer::denied;
 use crate::broker::Broker;
 use crate::coordinator::group::{GroupState, Join};
@@ -350,17 +350,11 @@ pub async fn describe_groups(
         .iter()
         .map(|id| {
             let base = DescribedGroup::default().with_group_id(id.clone());
-            if !access.allows(op::DESCRIBE, resource::GROUP, id) {
-                return base.with_error_code(ResponseError::GroupAuthorizationFailed.code());
-            }
-            let base = if v >= 3 {
-                base.with_authorized_operations(if req.include_authorized_operations {
-                    access.operations(resource::GROUP, id, GROUP_OPERATIONS_ALL)
-                } else {
-                    OPERATIONS_UNKNOWN
-                })
-            } else {
-                base
+            let base = match group_described(&access, id, req.include_authorized_operations) {
+                // v0-2 have no authorized operations.
+                Ok(ops) if v >= 3 => base.with_authorized_operations(ops),
+                Ok(_) => base,
+                Err(e) => return base.with_error_code(e.code()),
             };
             let d = match broker.groups.describe(id) {
                 Ok(d) => d,

@@ -90,6 +90,23 @@ impl RequestContext<'_> {
     }
 }
 
+/// Kafka's check of a described group: DESCRIBE on it (else GROUP_AUTHORIZATION_FAILED),
+/// and its authorized operations when the request asks for them.
+pub fn group_described(
+    access: &crate::broker::authorizer::Access,
+    group: &str,
+    with_operations: bool,
+) -> Result<i32, kafka_protocol::ResponseError> {
+    use crate::security::acl::{op, resource};
+    if !access.allows(op::DESCRIBE, resource::GROUP, group) {
+        return Err(kafka_protocol::ResponseError::GroupAuthorizationFailed);
+    }
+    Ok(match with_operations {
+        true => access.operations(resource::GROUP, group, GROUP_OPERATIONS_ALL),
+        false => OPERATIONS_UNKNOWN,
+    })
+}
+
 /// A client's address as Java's `InetAddress.getHostAddress` writes it, which is what
 /// ACLs' hosts are compared with: IPv4-mapped IPv6 as IPv4, IPv6 uncompressed.
 fn host_address(ip: std::net::IpAddr) -> String {

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::consumer_groups::by_topic;
 use super::RequestContext;
-use super::{str_bytes, topic_name, GROUP_OPERATIONS_ALL, OPERATIONS_UNKNOWN};
+use super::{group_described, str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::coordinator::consumer::Tp;
 use crate::coordinator::share::{ShareHeartbeat, ShareTopics};
@@ -146,14 +146,10 @@ pub async fn describe(
         .iter()
         .map(|id| {
             let base = DescribedGroup::default().with_group_id(id.clone());
-            if !access.allows(op::DESCRIBE, resource::GROUP, id) {
-                return base.with_error_code(ResponseError::GroupAuthorizationFailed.code());
-            }
-            let base = base.with_authorized_operations(if req.include_authorized_operations {
-                access.operations(resource::GROUP, id, GROUP_OPERATIONS_ALL)
-            } else {
-                OPERATIONS_UNKNOWN
-            });
+            let base = match group_described(&access, id, req.include_authorized_operations) {
+                Ok(ops) => base.with_authorized_operations(ops),
+                Err(e) => return base.with_error_code(e.code()),
+            };
             if !broker.share_groups_enabled() {
                 return base.with_error_code(ResponseError::UnsupportedVersion.code());
             }
