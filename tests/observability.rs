@@ -428,6 +428,7 @@ fn metrics_follow_real_traffic() {
         "kafka_consumergroup_lag_sum non-histogram and non-summary metrics should not have \"_sum\" suffix",
         "kafka_log_logcleanermanager_time_since_last_run_ms metric names should not contain abbreviated units",
         "kafka_log_logcleanermanager_uncleanable_partitions_count non-histogram and non-summary metrics should not have \"_count\" suffix",
+        "kafka_log_logcleaner_dead_thread_count non-histogram and non-summary metrics should not have \"_count\" suffix",
     ];
     match out.status.code() {
         Some(0) => {}
@@ -554,6 +555,7 @@ fn log_cleaner_metrics_follow_its_passes() {
         0.0
     );
     assert!(get("kafka_log_logcleaner_max_clean_time_secs") >= 0.0);
+    assert_eq!(get("kafka_log_logcleaner_dead_thread_count"), 0.0);
     // The group's offset is still the last one committed.
     let fetch = OffsetFetchRequest::default()
         .with_group_id(GroupId(s("cleaner-metrics")))

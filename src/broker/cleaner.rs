@@ -21,6 +21,10 @@ pub struct CleanerStats {
     /// How far past its `max.compaction.lag.ms` the most overdue partition was at that
     /// look, in seconds (Kafka's `max-compaction-delay-secs`).
     pub max_compaction_delay_secs: AtomicI64,
+    /// Cleaner threads that died (panicked) since start. Kafka's `DeadThreadCount` counts
+    /// threads dead now; Cairn starts a dead thread again at once, so it counts the deaths
+    /// instead: anything above 0 is a bug worth a look at the broker's log.
+    pub dead_threads: AtomicI64,
     /// Each thread's last pass.
     passes: Mutex<Vec<LastPass>>,
     /// Compacted partitions whose last pass failed.
@@ -44,6 +48,7 @@ impl Default for CleanerStats {
             last_run_ms: AtomicI64::new(crate::clock::now_ms()),
             max_dirty_percent: AtomicI64::new(0),
             max_compaction_delay_secs: AtomicI64::new(0),
+            dead_threads: AtomicI64::new(0),
             passes: Mutex::new(Vec::new()),
             uncleanable: Mutex::new(HashSet::new()),
             in_progress: Mutex::new(HashSet::new()),
@@ -176,6 +181,7 @@ impl Broker {
                         Ok((id, ())) => id,
                         Err(e) => {
                             tracing::error!(error = %e, "a log cleaner thread died; starting it again");
+                            self.cleaner.dead_threads.fetch_add(1, Ordering::Relaxed);
                             e.id()
                         }
                     };

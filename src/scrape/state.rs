@@ -86,6 +86,11 @@ fn cleaner_gauges(out: &mut Vec<MetricFamily>, broker: &Broker) {
             c.uncleanable_count() as i64,
         ),
         (
+            "kafka_log_logcleaner_dead_thread_count",
+            "Log cleaner threads that died since the broker started (each is started again at once; above 0 means a bug, see the log)",
+            c.dead_threads.load(Relaxed),
+        ),
+        (
             "kafka_log_logcleaner_max_clean_time_secs",
             "Seconds the longest of the cleaner threads' last passes took",
             c.max_clean_time_secs(),
