@@ -87,8 +87,8 @@ start_broker() { # $1: suite name
   local data="$work/$1-data"
   # The security suite: beside PLAINTEXT, an SSL listener requiring client certificates
   # (scripts/make-test-certs.sh makes them), a SASL_PLAINTEXT one with PLAIN, SCRAM and
-  # OAUTHBEARER (unsecured tokens), and
-  # a SASL_SSL one with SCRAM.
+  # OAUTHBEARER (unsecured tokens), where SCRAM-SHA-512 sessions last 3 s (KIP-368
+  # re-authentication; no other check uses that pair), and a SASL_SSL one with SCRAM.
   local listeners="PLAINTEXT://127.0.0.1:$port" secured=()
   if [ "$1" = security ]; then
     # The ACL matrix starts its own Cairn (and Kafka) with the authorizer.
@@ -107,6 +107,7 @@ start_broker() { # $1: suite name
       --override sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
       --override 'listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";'
       --override listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+      --override listener.name.sasl_plaintext.scram-sha-512.connections.max.reauth.ms=3000
       --override 'listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret" user_alice="alice-secret";')
   fi
   "$CAIRN" --override "listeners=$listeners" --override "log.dirs=$data" "${secured[@]}" \

@@ -428,6 +428,8 @@ fn metrics_follow_real_traffic() {
         "kafka_consumergroup_lag_sum non-histogram and non-summary metrics should not have \"_sum\" suffix",
         "kafka_log_logcleanermanager_time_since_last_run_ms metric names should not contain abbreviated units",
         "kafka_log_logcleanermanager_uncleanable_partitions_count non-histogram and non-summary metrics should not have \"_count\" suffix",
+        "kafka_server_socket_server_metrics_expired_connections_killed_count counter metrics should have \"_total\" suffix",
+        "kafka_server_socket_server_metrics_expired_connections_killed_count non-histogram and non-summary metrics should not have \"_count\" suffix",
         "kafka_log_logcleaner_dead_thread_count non-histogram and non-summary metrics should not have \"_count\" suffix",
     ];
     match out.status.code() {

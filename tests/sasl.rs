@@ -19,7 +19,8 @@ use kafka_protocol::protocol::StrBytes;
 
 const JAAS: &str = "listener.name.sasl_plaintext.plain.sasl.jaas.config=\
     org.apache.kafka.common.security.plain.PlainLoginModule required \
-    username=\"admin\" password=\"admin-secret\" user_alice=\"alice-secret\";";
+    username=\"admin\" password=\"admin-secret\" user_alice=\"alice-secret\" \
+    user_bob=\"bob-secret\";";
 
 struct Sasl {
     broker: Broker,
@@ -29,6 +30,10 @@ struct Sasl {
 }
 
 fn start() -> Sasl {
+    start_with(&[])
+}
+
+fn start_with(extra: &[&str]) -> Sasl {
     let plain = free_port();
     let sasl = free_port();
     let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -39,7 +44,8 @@ fn start() -> Sasl {
         "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256".to_string(),
         JAAS.to_string(),
     ];
-    let refs: Vec<&str> = overrides.iter().map(String::as_str).collect();
+    let mut refs: Vec<&str> = overrides.iter().map(String::as_str).collect();
+    refs.extend_from_slice(extra);
     let mut broker = Broker::launch_in(&dir.path().join("data"), plain, &refs);
     broker.await_listening();
     Sasl {
@@ -110,6 +116,12 @@ fn plain_logins_are_served_and_every_wrong_one_loses_only_its_connection() {
         metadata(&mut alice).brokers[0].port,
         i32::from(s.sasl.port())
     );
+    // Without connections.max.reauth.ms a session has no lifetime; a second handshake or
+    // SaslAuthenticate is ILLEGAL_SASL_STATE and the connection goes on, as in Kafka.
+    assert_eq!(handshake(&mut alice, "PLAIN", 1).error_code, 34);
+    let again = authenticate(&mut alice, b"\0alice\0alice-secret");
+    assert_eq!((again.error_code, again.session_lifetime_ms), (34, 0));
+    assert_eq!(metadata(&mut alice).brokers.len(), 1);
 
     // Handshake v0: the token travels bare, and so does the (empty) answer.
     let mut raw = Client::connect(s.sasl);
@@ -219,6 +231,77 @@ fn plain_logins_are_served_and_every_wrong_one_loses_only_its_connection() {
     );
 }
 
+/// KIP-368 with `connections.max.reauth.ms` for PLAIN on the SASL listener: the lifetime
+/// goes to the client, a re-authentication as the same user renews it, one as another user
+/// fails, one within a second of the last is refused, and a request after the lifetime
+/// closes the connection. Each is counted under Kafka's metric names.
+#[test]
+fn sessions_end_after_connections_max_reauth_ms_unless_the_client_reauthenticates() {
+    const LIFETIME_MS: i64 = 1_500;
+    let key = format!("listener.name.sasl_plaintext.plain.connections.max.reauth.ms={LIFETIME_MS}");
+    let s = start_with(&[&key]);
+    let login = |c: &mut Client, token: &[u8]| {
+        assert_eq!(handshake(c, "PLAIN", 1).error_code, 0);
+        authenticate(c, token)
+    };
+    let mut alice = Client::connect(s.sasl);
+    let r = login(&mut alice, b"\0alice\0alice-secret");
+    assert_eq!((r.error_code, r.session_lifetime_ms), (0, LIFETIME_MS));
+    let mut lapses = Client::connect(s.sasl);
+    assert_eq!(login(&mut lapses, b"\0alice\0alice-secret").error_code, 0);
+    let mut other = Client::connect(s.sasl);
+    assert_eq!(login(&mut other, b"\0alice\0alice-secret").error_code, 0);
+    // Re-authenticated as alice: a new lifetime, and the connection goes on.
+    let r = login(&mut alice, b"\0alice\0alice-secret");
+    assert_eq!((r.error_code, r.session_lifetime_ms), (0, LIFETIME_MS));
+    assert_eq!(metadata(&mut alice).brokers.len(), 1);
+    // Within a second of the last re-authentication, a handshake does not begin another:
+    // ILLEGAL_SASL_STATE, and the connection goes on.
+    assert_eq!(handshake(&mut alice, "PLAIN", 1).error_code, 34);
+    assert_eq!(metadata(&mut alice).brokers.len(), 1);
+    // Re-authenticating as bob: refused with Kafka's words, and closed.
+    let r = login(&mut other, b"\0bob\0bob-secret");
+    assert_eq!(r.error_code, 58);
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("Cannot change principals during re-authentication from User.alice: User.bob")
+    );
+    assert!(other.is_closed());
+
+    // Past the lifetime without a re-authentication: the next request closes the
+    // connection, unanswered.
+    std::thread::sleep(std::time::Duration::from_millis(LIFETIME_MS as u64 + 300));
+    let frame = lapses.frame(ApiKey::Metadata, 12, &MetadataRequest::default());
+    lapses.send_raw(&frame);
+    assert!(
+        lapses.read_frame().is_none(),
+        "an expired session is served"
+    );
+    // (alice's renewed lifetime has ended by now too.) A new login is served.
+    assert_eq!(metadata(&mut logged_in(s.sasl)).brokers.len(), 1);
+
+    let (_, text) = http_get(s.metrics, "/metrics");
+    let get =
+        |name: &str| metric_value(&text, name, &[("listener", "SASL_PLAINTEXT")]).unwrap_or(-1.0);
+    assert_eq!(
+        get("kafka_server_socket_server_metrics_successful_reauthentication_total"),
+        1.0
+    );
+    assert_eq!(
+        get("kafka_server_socket_server_metrics_failed_reauthentication_total"),
+        1.0
+    );
+    assert_eq!(
+        get("kafka_server_socket_server_metrics_expired_connections_killed_count"),
+        1.0
+    );
+    assert_eq!(
+        authentications(s.metrics),
+        (4.0, 0.0),
+        "logins are counted apart"
+    );
+}
+
 const OAUTH_JAAS: &str = "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=\
     org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
     unsecuredLoginStringClaim_sub=\"admin\" unsecuredValidatorRequiredScope=\"kafka\";";
@@ -325,6 +408,17 @@ fn bad_sasl_settings_stop_start_up_with_the_key_named() {
                 "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
             ],
             vec!["unsecured validator"],
+        ),
+        (
+            vec![listener, "connections.max.reauth.ms=soon"],
+            vec!["connections.max.reauth.ms", "soon"],
+        ),
+        (
+            vec![
+                listener,
+                "listener.name.sasl_plaintext.plain.connections.max.reauth.ms=1h",
+            ],
+            vec!["connections.max.reauth.ms", "1h"],
         ),
     ] {
         refuses_to_start(&settings, &expected, "secret-pw");

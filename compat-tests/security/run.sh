@@ -18,6 +18,8 @@
 #   - the Java tools of 4.4.0 and 3.9.1 over SASL_SSL with SCRAM-SHA-256: produce and
 #     consume in a group;
 #   - a user whose credential kafka-configs deletes can no longer log in;
+#   - KIP-368: the Java 4.4.0 producer and librdkafka 2.16 (confluent-kafka) re-authenticate
+#     on 3 s sessions and every record is acknowledged;
 #   - franz-go (franz-go/sasl.go): kadm makes a SCRAM-SHA-512 user, produce and consume
 #     as it over SASL_SSL, a wrong password and the user once deleted refused.
 # Prints PASS/FAIL per check and "security: N passed, M failed"; exit 0 iff all pass.
@@ -205,6 +207,37 @@ for version in 4.4.0 3.9.1; do
     fail "java-$version-scram-over-sasl-ssl" "$(grep -c '^scram-' "$tmp/sout" 2>/dev/null) of 30 read; $(tail -2 "$tmp/screate" "$tmp/sproduce" "$tmp/sconsume.err" 2>/dev/null | tr '\n' ' ' | cut -c1-400)"
   fi
 done
+
+# KIP-368: SCRAM-SHA-512 sessions on SASL_PLAINTEXT last 3 s (run-all.sh). The Java
+# 4.4.0 producer re-authenticates on its open connections through a 10 s perf run, and
+# every record is acknowledged; so does librdkafka 2.16 (reauth.py, confluent-kafka's
+# bundled build). Debian's librdkafka 2.0.2 predates KIP-368: its connection would be
+# closed when the session ends, as Kafka closes it, so it is not asked to.
+cat >"$tmp/reauth.properties" <<PROPS
+security.protocol=SASL_PLAINTEXT
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="carol" password="carol-secret";
+PROPS
+if KAFKA_VERSION=4.4.0 timeout 120 "$here/../java/kafka-run.sh" org.apache.kafka.tools.ProducerPerformance \
+    --topic reauth-java --num-records 2000 --record-size 100 --throughput 200 \
+    --producer-props bootstrap.servers="$BOOTSTRAP_SASL" acks=all \
+    --producer.config "$tmp/reauth.properties" --print-metrics >"$tmp/reauth-java" 2>&1 \
+  && grep -q '^2000 records sent' "$tmp/reauth-java"; then
+  reauths=$(awk -F: '/^producer-metrics:successful-reauthentication-total:/ {gsub(/ /, "", $NF); print int($NF)}' "$tmp/reauth-java")
+  refused=$(awk -F: '/^producer-metrics:failed-reauthentication-total:/ {gsub(/ /, "", $NF); print int($NF)}' "$tmp/reauth-java")
+  if [ "${reauths:-0}" -ge 1 ] && [ "${refused:-1}" = 0 ]; then
+    pass "java-4.4.0-reauthenticates-$reauths-times"
+  else
+    fail java-4.4.0-reauthenticates "re-authentications ${reauths:-none}, failed ${refused:-none}"
+  fi
+else
+  fail java-4.4.0-reauthenticates "$(grep -v '^producer-\|^kafka-metrics\|^app-info' "$tmp/reauth-java" | tail -4 | tr '\n' ' ' | cut -c1-500)"
+fi
+out=$("$here/../confluent-kafka/.venv/bin/python" "$here/reauth.py" "$BOOTSTRAP_SASL" 2>&1)
+case "$out" in
+  PASS\ *) pass "${out#PASS }" ;;
+  *) fail librdkafka-reauthenticates "$(echo "$out" | tail -3 | tr '\n' ' ' | cut -c1-500)" ;;
+esac
 
 # dave logs in; his credential is deleted; he no longer can.
 kcat_sasl kcat-scram-before-delete "$BOOTSTRAP_SASL" SCRAM-SHA-256 dave dave-secret -X security.protocol=sasl_plaintext

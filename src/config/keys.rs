@@ -260,6 +260,10 @@ pub static KEYS: &[Key] = &[
         ..text("sasl.jaas.config", Kind::Password)
     },
     Key {
+        doc: "Longest life of a SASL session before the client must re-authenticate (KIP-368); 0 or less is none.",
+        ..int("connections.max.reauth.ms", Kind::Long, i64::MIN, LONG_MAX, "0")
+    },
+    Key {
         default: Some(""),
         doc: "The authorizer: empty for none, or org.apache.kafka.metadata.authorizer.StandardAuthorizer.",
         ..text("authorizer.class.name", Kind::String)
@@ -804,12 +808,15 @@ pub fn lookup(name: &str) -> Option<&'static Key> {
 
 /// The key behind a per-listener key, `listener.name.<listener>.<key>`, for the keys a
 /// listener may set for itself: the `ssl.*` ones, `sasl.enabled.mechanisms`, and
-/// `<mechanism>.sasl.jaas.config`.
+/// `<mechanism>.sasl.jaas.config`, and `[<mechanism>.]connections.max.reauth.ms`.
 pub fn listener_key(name: &str) -> Option<&'static Key> {
     let rest = name.strip_prefix("listener.name.")?;
     let (_, key) = rest.split_once('.')?;
     if key.ends_with(".sasl.jaas.config") {
         return lookup("sasl.jaas.config");
+    }
+    if key.ends_with("connections.max.reauth.ms") {
+        return lookup("connections.max.reauth.ms");
     }
     lookup(key).filter(|k| k.name.starts_with("ssl.") || k.name == "sasl.enabled.mechanisms")
 }

@@ -4,7 +4,9 @@
 //! `listener.name.<l>.plain.sasl.jaas.config` (`user_<name>="password"` options of
 //! PlainLoginModule). SCRAM's credentials live in the cluster metadata instead. OAUTHBEARER
 //! uses Kafka's default unsecured validator, whose options come from
-//! `listener.name.<l>.oauthbearer.sasl.jaas.config` (OAuthBearerLoginModule).
+//! `listener.name.<l>.oauthbearer.sasl.jaas.config` (OAuthBearerLoginModule). A session's
+//! longest life is `connections.max.reauth.ms`, per listener and mechanism as
+//! `listener.name.<l>.<mechanism>.connections.max.reauth.ms` (KIP-368).
 
 use std::collections::BTreeMap;
 
@@ -69,10 +71,30 @@ pub(super) fn parse(p: &Props<'_>, name: &str) -> Result<Accepted, ConfigError> 
         true => oauthbearer(p, name, &prefix)?,
         false => Validator::default(),
     };
+    let mut max_reauth_ms = BTreeMap::new();
+    for m in &mechanisms {
+        let keys = [
+            format!(
+                "{prefix}{}.connections.max.reauth.ms",
+                m.to_ascii_lowercase()
+            ),
+            format!("{prefix}connections.max.reauth.ms"),
+        ];
+        let ms = match keys.iter().find_map(|k| p.get(k).map(|v| (k, v))) {
+            Some((k, v)) => v
+                .parse::<i64>()
+                .map_err(|_| invalid(k, v, "expected a whole number of ms"))?,
+            None => p.int("connections.max.reauth.ms")?,
+        };
+        if ms > 0 {
+            max_reauth_ms.insert(m.clone(), ms);
+        }
+    }
     Ok(Accepted {
         mechanisms,
         plain_users,
         oauthbearer,
+        max_reauth_ms,
     })
 }
 

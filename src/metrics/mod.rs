@@ -35,6 +35,9 @@ pub struct Metrics {
     connections_created: IntCounterVec,
     authentications: IntCounterVec,
     failed_authentications: IntCounterVec,
+    reauthentications: IntCounterVec,
+    failed_reauthentications: IntCounterVec,
+    expired_sessions: IntCounterVec,
     topics: TopicFamilies,
     pub isr_shrinks: IntCounter,
     pub isr_expands: IntCounter,
@@ -221,6 +224,24 @@ impl Metrics {
                 "Connections closed because they failed to authenticate (TLS handshake or SASL), by listener",
                 &["listener"],
             ),
+            reauthentications: counter_vec(
+                &registry,
+                "kafka_server_socket_server_metrics_successful_reauthentication_total",
+                "SASL sessions that re-authenticated (KIP-368), by listener",
+                &["listener"],
+            ),
+            failed_reauthentications: counter_vec(
+                &registry,
+                "kafka_server_socket_server_metrics_failed_reauthentication_total",
+                "Connections closed because their SASL re-authentication failed, by listener",
+                &["listener"],
+            ),
+            expired_sessions: counter_vec(
+                &registry,
+                "kafka_server_socket_server_metrics_expired_connections_killed_count",
+                "Connections closed because their SASL session expired before the client re-authenticated, by listener",
+                &["listener"],
+            ),
             isr_shrinks: counter(
                 &registry,
                 "kafka_server_replicamanager_isrshrinks_total",
@@ -330,12 +351,30 @@ impl Metrics {
         counter.with_label_values(&[listener]).inc();
     }
 
+    /// Counts a SASL session on `listener` that re-authenticated, or failed to.
+    pub fn reauthenticated(&self, listener: &str, ok: bool) {
+        let counter = if ok {
+            &self.reauthentications
+        } else {
+            &self.failed_reauthentications
+        };
+        counter.with_label_values(&[listener]).inc();
+    }
+
+    /// Counts a connection on `listener` closed because its SASL session expired.
+    pub fn session_expired(&self, listener: &str) {
+        self.expired_sessions.with_label_values(&[listener]).inc();
+    }
+
     /// Makes a listener's series exist at zero before its first connection.
     pub fn listener_bound(&self, listener: &str) {
         self.connections.with_label_values(&[listener]);
         self.connections_created.with_label_values(&[listener]);
         self.authentications.with_label_values(&[listener]);
         self.failed_authentications.with_label_values(&[listener]);
+        self.reauthentications.with_label_values(&[listener]);
+        self.failed_reauthentications.with_label_values(&[listener]);
+        self.expired_sessions.with_label_values(&[listener]);
     }
 
     /// The Prometheus text exposition: the registered families plus `computed` ones.

@@ -20,6 +20,9 @@ pub struct Accepted {
     pub plain_users: BTreeMap<String, String>,
     /// How OAUTHBEARER tokens are checked (the unsecured validator's options).
     pub oauthbearer: Validator,
+    /// `connections.max.reauth.ms` by mechanism, where positive: the longest a session
+    /// lives before the client must re-authenticate (KIP-368).
+    pub max_reauth_ms: BTreeMap<String, i64>,
 }
 
 /// Where a connection is in its authentication.
@@ -55,7 +58,20 @@ pub struct Session {
     accepted: Arc<Accepted>,
     stage: Stage,
     principal: Option<String>,
+    /// The mechanism chosen at the handshake; a re-authentication must keep it.
+    mechanism: Option<String>,
+    /// When the authenticated session ends (ms since the epoch): the credential's expiry
+    /// or `connections.max.reauth.ms` after authentication, whichever is first. A request
+    /// after it closes the connection; a SaslHandshake before it re-authenticates.
+    expires_ms: Option<i64>,
+    /// A re-authentication is under way: the principal must come out unchanged.
+    reauthenticating: bool,
+    /// When the last re-authentication began: the next may begin a second later.
+    last_reauth_ms: Option<i64>,
 }
+
+/// The least time between two re-authentications of a connection, as in Kafka.
+const REAUTH_INTERVAL_MIN_MS: i64 = 1_000;
 
 /// Why a handshake or token was refused; the message is for the broker's log and, where
 /// Kafka sends one, the client.
@@ -74,10 +90,12 @@ pub enum Refusal {
 pub enum Step {
     /// Send these bytes and wait for the next token.
     Challenge(Vec<u8>),
-    /// Authenticated as `principal`; send these bytes (possibly empty).
+    /// Authenticated as `principal`; send these bytes (possibly empty), and the session's
+    /// lifetime in ms (0: none), which tells the client when to re-authenticate.
     Done {
         response: Vec<u8>,
         principal: String,
+        session_lifetime_ms: i64,
     },
 }
 
@@ -87,6 +105,10 @@ impl Session {
             accepted,
             stage: Stage::Start,
             principal: None,
+            mechanism: None,
+            expires_ms: None,
+            reauthenticating: false,
+            last_reauth_ms: None,
         }
     }
 
@@ -133,6 +155,39 @@ impl Session {
         self.stage = Stage::Failed;
     }
 
+    /// Whether an authenticated session has outlived its lifetime: its connection closes
+    /// at its next request, as Kafka's does.
+    pub fn expired(&self, now_ms: i64) -> bool {
+        self.authenticated() && self.expires_ms.is_some_and(|end| now_ms > end)
+    }
+
+    /// A SaslHandshake on an authenticated connection: begins a re-authentication
+    /// (KIP-368) when the session has a lifetime and the previous one began at least a
+    /// second ago, as Kafka's `maybeBeginServerReauthentication`. False: the handshake is
+    /// an ordinary request, answered ILLEGAL_SASL_STATE.
+    pub fn begin_reauthentication(&mut self, now_ms: i64) -> bool {
+        if !self.authenticated() || self.expires_ms.is_none() {
+            return false;
+        }
+        if self
+            .last_reauth_ms
+            .is_some_and(|t| now_ms - t < REAUTH_INTERVAL_MIN_MS)
+        {
+            return false;
+        }
+        self.last_reauth_ms = Some(now_ms);
+        self.reauthenticating = true;
+        self.expires_ms = None;
+        self.stage = Stage::Start;
+        true
+    }
+
+    /// Whether a re-authentication is under way (a failure then counts as a failed
+    /// re-authentication).
+    pub fn reauthenticating(&self) -> bool {
+        self.reauthenticating
+    }
+
     /// SaslHandshake: chooses `mechanism` (v0: raw tokens follow).
     pub fn handshake(&mut self, mechanism: &str, version: i16) -> Result<(), Refusal> {
         if !matches!(self.stage, Stage::Start) {
@@ -146,6 +201,17 @@ impl Session {
                 "Unsupported SASL mechanism {mechanism}"
             )));
         }
+        if self.reauthenticating {
+            let previous = self.mechanism.clone().unwrap_or_default();
+            if previous != mechanism {
+                self.stage = Stage::Failed;
+                return Err(Refusal::UnsupportedMechanism(format!(
+                    "SASL mechanism '{mechanism}' requested by client is not supported for \
+                     re-authentication of mechanism '{previous}'"
+                )));
+            }
+        }
+        self.mechanism = Some(mechanism.to_string());
         self.stage = Stage::Chosen {
             mechanism: mechanism.to_string(),
             raw: version == 0,
@@ -164,7 +230,9 @@ impl Session {
         now_ms: i64,
     ) -> Result<Step, Refusal> {
         let stage = std::mem::replace(&mut self.stage, Stage::Failed);
-        let step = match stage {
+        // When the credential itself expires (an OAUTHBEARER token's `exp`).
+        let mut credential_expires_ms = None;
+        let mut step = match stage {
             Stage::Chosen { mechanism, raw } => match mechanism.as_str() {
                 "PLAIN" => self.plain(token),
                 "OAUTHBEARER" => {
@@ -179,10 +247,10 @@ impl Session {
                                 t.name
                             )))
                         }
-                        Ok(t) => Ok(Step::Done {
-                            response: Vec::new(),
-                            principal: format!("User:{}", t.name),
-                        }),
+                        Ok(t) => {
+                            credential_expires_ms = Some(t.expires_ms);
+                            Ok(done(Vec::new(), &t.name))
+                        }
                         // As Kafka: an error challenge, then the client's \x01, then failure.
                         Err(invalid) => {
                             self.stage = Stage::OauthRefused {
@@ -230,10 +298,7 @@ impl Session {
                     tracing::debug!(user = %client.username, error = %e, "scram client-final refused");
                     invalid_credentials(mechanism.name())
                 })?;
-                Ok(Step::Done {
-                    response: server_final.into_bytes(),
-                    principal: format!("User:{}", client.username),
-                })
+                Ok(done(server_final.into_bytes(), &client.username))
             }
             Stage::OauthRefused { reason, .. } => {
                 Err(Refusal::Failed(format!("Authentication failed: {reason}")))
@@ -244,8 +309,35 @@ impl Session {
                 ))
             }
         }?;
-        if let Step::Done { principal, .. } = &step {
+        if let Step::Done {
+            principal,
+            session_lifetime_ms,
+            ..
+        } = &mut step
+        {
+            if self.reauthenticating && self.principal.as_ref() != Some(principal) {
+                // Kafka's words, with its `Type.name` spelling of principals.
+                let dotted = |p: &str| p.replacen(':', ".", 1);
+                return Err(Refusal::Failed(format!(
+                    "Cannot change principals during re-authentication from {}: {}",
+                    dotted(self.principal.as_deref().unwrap_or_default()),
+                    dotted(principal)
+                )));
+            }
+            let mechanism = self.mechanism.as_deref().unwrap_or_default();
+            let lifetime = match (
+                credential_expires_ms,
+                self.accepted.max_reauth_ms.get(mechanism),
+            ) {
+                (None, None) => None,
+                (None, Some(&max)) => Some(max),
+                (Some(end), None) => Some((end - now_ms).max(0)),
+                (Some(end), Some(&max)) => Some((end - now_ms).min(max).max(0)),
+            };
+            *session_lifetime_ms = lifetime.unwrap_or(0);
+            self.expires_ms = lifetime.map(|l| now_ms.saturating_add(l));
             self.principal = Some(principal.clone());
+            self.reauthenticating = false;
             self.stage = Stage::Authenticated;
         }
         Ok(step)
@@ -275,13 +367,19 @@ impl Session {
         }
         match self.accepted.plain_users.get(user) {
             Some(expected) if scram::constant_time_eq(expected.as_bytes(), password.as_bytes()) => {
-                Ok(Step::Done {
-                    response: Vec::new(),
-                    principal: format!("User:{user}"),
-                })
+                Ok(done(Vec::new(), user))
             }
             _ => Err(bad()),
         }
+    }
+}
+
+/// A finished exchange for user `name`; its lifetime is set by [`Session::token`].
+fn done(response: Vec<u8>, name: &str) -> Step {
+    Step::Done {
+        response,
+        principal: format!("User:{name}"),
+        session_lifetime_ms: 0,
     }
 }
 
@@ -306,6 +404,7 @@ mod tests {
             mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()],
             plain_users: BTreeMap::from([("alice".into(), "alice-secret".into())]),
             oauthbearer: Validator::default(),
+            max_reauth_ms: BTreeMap::new(),
         }))
     }
 
@@ -367,6 +466,7 @@ mod tests {
                 mechanisms: vec!["OAUTHBEARER".into()],
                 plain_users: BTreeMap::new(),
                 oauthbearer: Validator::default(),
+                max_reauth_ms: BTreeMap::new(),
             }))
         };
         let now = 1_700_000_000_000;
@@ -397,6 +497,114 @@ mod tests {
             s.token(b"garbage", &none, &nonce, now),
             Err(Refusal::Failed(_))
         ));
+    }
+
+    fn with_reauth(max_ms: &[(&str, i64)]) -> Session {
+        Session::new(Arc::new(Accepted {
+            mechanisms: vec!["PLAIN".into(), "OAUTHBEARER".into()],
+            plain_users: BTreeMap::from([
+                ("alice".into(), "alice-secret".into()),
+                ("bob".into(), "bob-secret".into()),
+            ]),
+            oauthbearer: Validator::default(),
+            max_reauth_ms: max_ms.iter().map(|(m, ms)| (m.to_string(), *ms)).collect(),
+        }))
+    }
+
+    fn lifetime(step: Step) -> i64 {
+        match step {
+            Step::Done {
+                session_lifetime_ms,
+                ..
+            } => session_lifetime_ms,
+            other => panic!("not done: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_session_lives_connections_max_reauth_ms_or_until_its_token_expires() {
+        let nonce = || "n".to_string();
+        let now = 1_700_000_000_000;
+        // No lifetime: 0 to the client, never expires, no re-authentication.
+        let mut s = with_reauth(&[]);
+        s.handshake("PLAIN", 1).unwrap();
+        let step = s.token(b"\0alice\0alice-secret", &none, &nonce, now);
+        assert_eq!(lifetime(step.unwrap()), 0);
+        assert!(!s.expired(i64::MAX));
+        assert!(!s.begin_reauthentication(now + 5_000));
+        // connections.max.reauth.ms for PLAIN.
+        let mut s = with_reauth(&[("PLAIN", 3_000)]);
+        s.handshake("PLAIN", 1).unwrap();
+        let step = s.token(b"\0alice\0alice-secret", &none, &nonce, now);
+        assert_eq!(lifetime(step.unwrap()), 3_000);
+        assert!(!s.expired(now + 3_000));
+        assert!(s.expired(now + 3_001));
+        // An OAUTHBEARER token's exp bounds the session, with or without the setting.
+        use base64::Engine;
+        let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        let token = format!(
+            "n,,\u{1}auth=Bearer {}.{}.\u{1}\u{1}",
+            b64(r#"{"alg":"none"}"#),
+            b64(r#"{"sub":"alice","exp":1700000010}"#)
+        );
+        for (max, expected) in [(None, 10_000), (Some(4_000), 4_000), (Some(60_000), 10_000)] {
+            let mut s = with_reauth(
+                &max.map(|m| ("OAUTHBEARER", m))
+                    .into_iter()
+                    .collect::<Vec<_>>(),
+            );
+            s.handshake("OAUTHBEARER", 1).unwrap();
+            let step = s.token(token.as_bytes(), &none, &nonce, now).unwrap();
+            assert_eq!(lifetime(step), expected, "max {max:?}");
+        }
+    }
+
+    #[test]
+    fn reauthentication_keeps_the_principal_and_the_mechanism() {
+        let nonce = || "n".to_string();
+        let now = 1_700_000_000_000;
+        let login = |s: &mut Session, token: &[u8], at: i64| {
+            s.handshake("PLAIN", 1)?;
+            s.token(token, &none, &nonce, at)
+        };
+        let mut s = with_reauth(&[("PLAIN", 3_000)]);
+        login(&mut s, b"\0alice\0alice-secret", now).unwrap();
+        // Re-authenticated as the same user: a new lifetime from now.
+        assert!(s.begin_reauthentication(now + 2_500));
+        assert!(s.reauthenticating() && !s.authenticated() && !s.expired(now + 9_000));
+        assert_eq!(s.principal(), Some("User:alice"));
+        let again = login(&mut s, b"\0alice\0alice-secret", now + 2_600).unwrap();
+        assert_eq!(lifetime(again), 3_000);
+        assert!(s.authenticated() && !s.reauthenticating());
+        assert!(!s.expired(now + 5_600) && s.expired(now + 5_601));
+        // Not twice within a second.
+        assert!(!s.begin_reauthentication(now + 3_000));
+        assert!(s.authenticated());
+        // As another user: refused with Kafka's words, and the session fails.
+        assert!(s.begin_reauthentication(now + 3_600));
+        let r = login(&mut s, b"\0bob\0bob-secret", now + 3_700);
+        assert_eq!(
+            r,
+            Err(Refusal::Failed(
+                "Cannot change principals during re-authentication from User.alice: User.bob"
+                    .to_string()
+            ))
+        );
+        assert!(!s.authenticated());
+        // With another mechanism: refused at the handshake.
+        let mut s = with_reauth(&[("PLAIN", 3_000)]);
+        login(&mut s, b"\0alice\0alice-secret", now).unwrap();
+        assert!(s.begin_reauthentication(now + 1_000));
+        assert!(matches!(
+            s.handshake("OAUTHBEARER", 1),
+            Err(Refusal::UnsupportedMechanism(m)) if m.contains("re-authentication")
+        ));
+        // A wrong password at re-authentication fails it.
+        let mut s = with_reauth(&[("PLAIN", 3_000)]);
+        login(&mut s, b"\0alice\0alice-secret", now).unwrap();
+        assert!(s.begin_reauthentication(now + 1_000));
+        assert!(login(&mut s, b"\0alice\0wrong", now + 1_100).is_err());
+        assert!(!s.authenticated() && s.reauthenticating());
     }
 
     #[test]

@@ -195,12 +195,29 @@ async fn accept(
 /// `connection.failed.authentication.delay.ms` default).
 const FAILED_AUTHENTICATION_DELAY: Duration = Duration::from_millis(100);
 
-/// On a SASL listener, before the client has authenticated: a bare token after a v0
-/// SaslHandshake is answered here, and any request but ApiVersions, SaslHandshake and
-/// SaslAuthenticate closes the connection, as in Kafka. `None`: dispatch the frame.
+/// On a SASL listener, as Kafka's SocketServer and authenticator: a request after the
+/// session's lifetime closes the connection; a SaslHandshake on an authenticated
+/// connection may begin a re-authentication (KIP-368); before the client has
+/// authenticated, a bare token after a v0 SaslHandshake is answered here, and any request
+/// but ApiVersions, SaslHandshake and SaslAuthenticate closes the connection.
+/// `None`: dispatch the frame.
 fn before_authentication(broker: &Arc<Broker>, ctx: &Connection, frame: &Bytes) -> Option<Outcome> {
+    let key = frame.get(0..2).map(|k| i16::from_be_bytes([k[0], k[1]]));
+    let api = key.map(ApiKey::try_from);
     let (raw, authenticated) = {
-        let s = ctx.session()?;
+        let mut s = ctx.session()?;
+        let now = crate::clock::now_ms();
+        if s.expired(now) {
+            broker.metrics.session_expired(&ctx.listener);
+            return Some(Outcome::Close(
+                "SASL session expired: the client did not re-authenticate within \
+                 connections.max.reauth.ms or its credential's lifetime"
+                    .to_string(),
+            ));
+        }
+        if matches!(api, Some(Ok(ApiKey::SaslHandshake))) && s.begin_reauthentication(now) {
+            tracing::debug!(peer = %ctx.peer, listener = %ctx.listener, "sasl re-authentication begins");
+        }
         (s.expects_raw_token(), s.authenticated())
     };
     if authenticated {
@@ -212,14 +229,16 @@ fn before_authentication(broker: &Arc<Broker>, ctx: &Connection, frame: &Bytes) 
             None => Outcome::Close("SASL authentication failed".to_string()),
         });
     }
-    let key = frame.get(0..2).map(|k| i16::from_be_bytes([k[0], k[1]]));
-    match key.map(ApiKey::try_from) {
+    match api {
         Some(Ok(ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)) => None,
         other => {
             if let Some(mut s) = ctx.session() {
+                match s.reauthenticating() {
+                    true => broker.metrics.reauthenticated(&ctx.listener, false),
+                    false => broker.metrics.authenticated(&ctx.listener, false),
+                }
                 s.fail();
             }
-            broker.metrics.authenticated(&ctx.listener, false);
             Some(Outcome::Close(format!(
                 "request {other:?} before SASL authentication"
             )))
