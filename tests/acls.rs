@@ -238,6 +238,42 @@ fn every_api_answers_what_the_acls_allow() {
         ResponseError::ClusterAuthorizationFailed.code(),
         "an idempotent producer needs IDEMPOTENT_WRITE or WRITE on some topic"
     );
+    // Share groups' offset APIs check the group (DESCRIBE, READ, DELETE); their state APIs
+    // are for brokers only (CLUSTER_ACTION).
+    let gaf = ResponseError::GroupAuthorizationFailed.code();
+    let req = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+        describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default()
+            .with_group_id(GroupId(s("sg"))),
+    ]);
+    let r: DescribeShareGroupOffsetsResponse =
+        alice.send(ApiKey::DescribeShareGroupOffsets, 0, &req);
+    assert_eq!(r.groups[0].error_code, gaf);
+    let req = AlterShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s("sg")))
+        .with_topics(vec![
+            alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(TopicName(s("orders"))),
+        ]);
+    let r: AlterShareGroupOffsetsResponse = alice.send(ApiKey::AlterShareGroupOffsets, 0, &req);
+    assert_eq!((r.error_code, r.responses.len()), (gaf, 0));
+    let req = DeleteShareGroupOffsetsRequest::default().with_group_id(GroupId(s("sg")));
+    let r: DeleteShareGroupOffsetsResponse = alice.send(ApiKey::DeleteShareGroupOffsets, 0, &req);
+    assert_eq!(r.error_code, gaf);
+    let req = InitializeShareGroupStateRequest::default()
+        .with_group_id(s("sg"))
+        .with_topics(vec![
+            initialize_share_group_state_request::InitializeStateData::default()
+                .with_topic_id(uuid::Uuid::from_u128(7))
+                .with_partitions(vec![
+                    initialize_share_group_state_request::PartitionData::default(),
+                ]),
+        ]);
+    let r: InitializeShareGroupStateResponse =
+        alice.send(ApiKey::InitializeShareGroupState, 0, &req);
+    assert_eq!(
+        r.results[0].partitions[0].error_code,
+        ResponseError::ClusterAuthorizationFailed.code()
+    );
     assert_eq!(
         init_producer_id(&mut alice, Some("tx-a")),
         ResponseError::TransactionalIdAuthorizationFailed.code()

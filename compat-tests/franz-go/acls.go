@@ -413,6 +413,8 @@ func matrixFor(ctx context.Context, b *kgo.Broker, who string, ids map[string][1
 	lpr := ask(kmsg.NewPtrListPartitionReassignmentsRequest()).(*kmsg.ListPartitionReassignmentsResponse)
 	say("list-reassignments", "all", lpr.ErrorCode)
 
+	shareMatrix(ask, say, ids)
+
 	// Destructive ones last: only the principals allowed change anything, and both
 	// brokers see the same sequence.
 	dg := kmsg.NewPtrDeleteGroupsRequest()
@@ -428,4 +430,77 @@ func matrixFor(ctx context.Context, b *kgo.Broker, who string, ids map[string][1
 	drr.Topics = append(drr.Topics, drt)
 	say("delete-records", "m-hidden", ask(drr).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0].ErrorCode)
 	return out
+}
+
+// shareMatrix asks the share-group offset APIs (KIP-932's admin side) and a share state
+// API, which only brokers (CLUSTER_ACTION) may call. Answers are listed by group, topic
+// and partition, not position.
+func shareMatrix(ask func(kmsg.Request) kmsg.Response, say func(string, string, int16), ids map[string][16]byte) {
+	shareTopics := []string{"m-orders", "m-pay-in", "m-pay-secret"}
+	for _, g := range []string{"g-share", "g-bob"} {
+		d := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		dg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+		dg.GroupID = g
+		for _, t := range shareTopics {
+			dt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+			dt.Topic, dt.Partitions = t, []int32{0}
+			dg.Topics = append(dg.Topics, dt)
+		}
+		d.Groups = append(d.Groups, dg)
+		all := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+		all.GroupID = g + "-all"
+		d.Groups = append(d.Groups, all)
+		dr := ask(d).(*kmsg.DescribeShareGroupOffsetsResponse)
+		for _, rg := range dr.Groups {
+			say("describe-share-offsets", rg.GroupID, rg.ErrorCode)
+			for _, rt := range rg.Topics {
+				for _, rp := range rt.Partitions {
+					say("describe-share-offsets", rg.GroupID+"/"+topicName(rt.Topic, rt.TopicID, ids), rp.ErrorCode)
+				}
+			}
+		}
+	}
+	a := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	a.GroupID = "g-share"
+	for _, t := range shareTopics {
+		at := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+		at.Topic = t
+		ap := kmsg.NewAlterShareGroupOffsetsRequestTopicPartition()
+		at.Partitions = append(at.Partitions, ap)
+		a.Topics = append(a.Topics, at)
+	}
+	ar := ask(a).(*kmsg.AlterShareGroupOffsetsResponse)
+	say("alter-share-offsets", "g-share", ar.ErrorCode)
+	for _, rt := range ar.Topics {
+		for _, rp := range rt.Partitions {
+			say("alter-share-offsets", "g-share/"+topicName(rt.Topic, rt.TopicID, ids), rp.ErrorCode)
+		}
+	}
+	for _, g := range []string{"g-share", "g-del"} {
+		del := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+		del.GroupID = g
+		for _, t := range shareTopics {
+			dt := kmsg.NewDeleteShareGroupOffsetsRequestTopic()
+			dt.Topic = t
+			del.Topics = append(del.Topics, dt)
+		}
+		dr := ask(del).(*kmsg.DeleteShareGroupOffsetsResponse)
+		say("delete-share-offsets", g, dr.ErrorCode)
+		for _, rt := range dr.Topics {
+			say("delete-share-offsets", g+"/"+topicName(rt.Topic, rt.TopicID, ids), rt.ErrorCode)
+		}
+	}
+	is := kmsg.NewPtrInitializeShareGroupStateRequest()
+	is.GroupID = "g-share"
+	it := kmsg.NewInitializeShareGroupStateRequestTopic()
+	it.TopicID = ids["m-orders"]
+	ip := kmsg.NewInitializeShareGroupStateRequestTopicPartition()
+	it.Partitions = append(it.Partitions, ip)
+	is.Topics = append(is.Topics, it)
+	ir := ask(is).(*kmsg.InitializeShareGroupStateResponse)
+	for _, rt := range ir.Topics {
+		for _, rp := range rt.Partitions {
+			say("initialize-share-state", "g-share/"+topicName("", rt.TopicID, ids), rp.ErrorCode)
+		}
+	}
 }

@@ -192,10 +192,13 @@ pub async fn describe(
 }
 
 /// DescribeShareGroupOffsets (kafka-share-groups --describe): each share partition's start
-/// offset (-1 for a partition the group has not read yet).
+/// offset (-1 for a partition the group has not read yet, or when no share group has the
+/// id, as Kafka answers). As Kafka checks: DESCRIBE on the group, and on each topic
+/// (named topics the principal may not describe are TOPIC_AUTHORIZATION_FAILED; when all
+/// are asked for, they are left out).
 pub async fn describe_offsets(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     LaidOutAs(req): ShareGroupOffsets,
 ) -> ShareGroupOffsetsReply {
     use kafka_protocol::messages::describe_share_group_offsets_response::{
@@ -203,6 +206,7 @@ pub async fn describe_offsets(
         DescribeShareGroupOffsetsResponsePartition as Part,
         DescribeShareGroupOffsetsResponseTopic as Topic,
     };
+    let access = ctx.access(broker);
     let mut groups = Vec::with_capacity(req.groups.len());
     let mut lags = HashMap::new();
     for g in &req.groups {
@@ -219,19 +223,20 @@ pub async fn describe_offsets(
             ));
             continue;
         }
-        let described = match broker.groups.share_describe(&g.group_id) {
+        if !access.allows(op::DESCRIBE, resource::GROUP, &g.group_id) {
+            let e = ResponseError::GroupAuthorizationFailed;
+            groups.push(refuse(e, e.to_string()));
+            continue;
+        }
+        let topics_read = match broker.groups.share_describe(&g.group_id) {
             Err(e) => {
                 groups.push(refuse(e, e.to_string()));
                 continue;
             }
-            Ok(None) => {
-                groups.push(refuse(
-                    ResponseError::GroupIdNotFound,
-                    format!("Group {} is not a share group.", g.group_id.as_str()),
-                ));
-                continue;
-            }
-            Ok(Some(d)) => d,
+            // No share group by that id (none at all, or a consumer group): no partition
+            // started, as Kafka 4.4 answers.
+            Ok(None) => Vec::new(),
+            Ok(Some(d)) => d.topics,
         };
         // The topics asked for (every partition named, started or not), or every partition
         // the group has started reading of the topics its members subscribed to.
@@ -243,9 +248,9 @@ pub async fn describe_offsets(
                 false,
             ),
             None => {
-                let all = described
-                    .topics
+                let all = topics_read
                     .iter()
+                    .filter(|n| access.allows(op::DESCRIBE, resource::TOPIC, n))
                     .filter_map(|n| broker.catalog.get(n))
                     .map(|t| (t.name.clone(), (0..t.partitions.len() as i32).collect()))
                     .collect();
@@ -257,11 +262,20 @@ pub async fn describe_offsets(
             let topic = broker.catalog.get(&name);
             let id = topic.as_ref().map_or(Uuid::nil(), |t| t.id);
             let mut partitions = Vec::new();
+            let described = access.allows(op::DESCRIBE, resource::TOPIC, &name);
             for p in parts {
                 let base = Part::default()
                     .with_partition_index(p)
                     .with_start_offset(-1)
                     .with_leader_epoch(-1);
+                if !described {
+                    let e = ResponseError::TopicAuthorizationFailed;
+                    partitions.push(
+                        base.with_error_code(e.code())
+                            .with_error_message(Some(str_bytes(e.to_string()))),
+                    );
+                    continue;
+                }
                 if topic.as_ref().and_then(|t| t.partition(p)).is_none() {
                     partitions
                         .push(base.with_error_code(ResponseError::UnknownTopicOrPartition.code()));
@@ -305,21 +319,27 @@ pub async fn describe_offsets(
 /// AlterShareGroupOffsets (kafka-share-groups --reset-offsets): starts each named share
 /// partition afresh at the given offset, on an empty share group (created empty when no
 /// group has the id). Topics or partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION.
+/// As Kafka checks: READ on the group (else GROUP_AUTHORIZATION_FAILED for the whole
+/// request) and READ on each topic.
 pub async fn alter_offsets(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: AlterShareGroupOffsetsRequest,
 ) -> AlterShareGroupOffsetsResponse {
     use kafka_protocol::messages::alter_share_group_offsets_response::{
         AlterShareGroupOffsetsResponsePartition as Part,
         AlterShareGroupOffsetsResponseTopic as Topic,
     };
+    let access = ctx.access(broker);
+    let readable = |t: &str| access.allows(op::READ, resource::TOPIC, t);
     let names: Vec<String> = req
         .topics
         .iter()
         .map(|t| t.topic_name.to_string())
+        .filter(|t| readable(t))
         .collect();
-    if let Err((e, msg)) = check_offsets_changeable(broker, &req.group_id, &names).await {
+    let checked = check_offsets_changeable(broker, ctx, op::READ, &req.group_id, &names);
+    if let Err((e, msg)) = checked.await {
         return AlterShareGroupOffsetsResponse::default()
             .with_error_code(e.code())
             .with_error_message(Some(str_bytes(msg)));
@@ -330,8 +350,17 @@ pub async fn alter_offsets(
         let id = topic.as_ref().map_or(Uuid::nil(), |t| t.id);
         let mut starts = Vec::new();
         let mut partitions = Vec::new();
+        let read = readable(&t.topic_name);
         for p in &t.partitions {
             let base = Part::default().with_partition_index(p.partition_index);
+            if !read {
+                let e = ResponseError::TopicAuthorizationFailed;
+                partitions.push(
+                    base.with_error_code(e.code())
+                        .with_error_message(Some(str_bytes(e.to_string()))),
+                );
+                continue;
+            }
             match topic.as_ref().and_then(|t| t.partition(p.partition_index)) {
                 None => partitions.push(
                     base.with_error_code(ResponseError::UnknownTopicOrPartition.code())
@@ -363,14 +392,17 @@ pub async fn alter_offsets(
 
 /// DeleteShareGroupOffsets (kafka-share-groups --delete-offsets): forgets where an empty
 /// share group is in each named topic; it starts again where `share.auto.offset.reset`
-/// says when next assigned the topic.
+/// says when next assigned the topic. As Kafka checks: DELETE on the group (else
+/// GROUP_AUTHORIZATION_FAILED for the whole request) and READ on each topic.
 pub async fn delete_offsets(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext<'_>,
+    ctx: &RequestContext<'_>,
     req: DeleteShareGroupOffsetsRequest,
 ) -> DeleteShareGroupOffsetsResponse {
     use kafka_protocol::messages::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic as Topic;
-    if let Err((e, msg)) = check_offsets_changeable(broker, &req.group_id, &[]).await {
+    let access = ctx.access(broker);
+    let checked = check_offsets_changeable(broker, ctx, op::DELETE, &req.group_id, &[]);
+    if let Err((e, msg)) = checked.await {
         return DeleteShareGroupOffsetsResponse::default()
             .with_error_code(e.code())
             .with_error_message(Some(str_bytes(msg)));
@@ -378,6 +410,14 @@ pub async fn delete_offsets(
     let mut responses = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
         let base = Topic::default().with_topic_name(t.topic_name.clone());
+        if !access.allows(op::READ, resource::TOPIC, &t.topic_name) {
+            let e = ResponseError::TopicAuthorizationFailed;
+            responses.push(
+                base.with_error_code(e.code())
+                    .with_error_message(Some(str_bytes(e.to_string()))),
+            );
+            continue;
+        }
         let Some(topic) = broker.catalog.get(t.topic_name.as_str()) else {
             responses.push(
                 base.with_error_code(ResponseError::UnknownTopicOrPartition.code())
@@ -400,10 +440,13 @@ pub async fn delete_offsets(
     DeleteShareGroupOffsetsResponse::default().with_responses(responses)
 }
 
-/// The group-level checks of Alter/DeleteShareGroupOffsets: share groups on, a group id,
-/// an empty share group here (see [`crate::coordinator::Coordinator::share_offsets_changeable`]).
+/// The group-level checks of Alter/DeleteShareGroupOffsets: share groups on, `operation`
+/// on the group allowed, a group id, an empty share group here (see
+/// [`crate::coordinator::Coordinator::share_offsets_changeable`]).
 async fn check_offsets_changeable(
-    broker: &Broker,
+    broker: &Arc<Broker>,
+    ctx: &RequestContext<'_>,
+    operation: i8,
     group: &str,
     topics: &[String],
 ) -> Result<(), (ResponseError, String)> {
@@ -412,6 +455,10 @@ async fn check_offsets_changeable(
             ResponseError::UnsupportedVersion,
             "Share groups are not enabled.".into(),
         ));
+    }
+    if !ctx.access(broker).allows(operation, resource::GROUP, group) {
+        let e = ResponseError::GroupAuthorizationFailed;
+        return Err((e, e.to_string()));
     }
     if group.is_empty() {
         return Err((
