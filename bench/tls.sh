@@ -32,15 +32,7 @@ cleanup() {
 trap cleanup EXIT
 "$here/../compat-tests/java/setup.sh" >/dev/null
 "$here/../scripts/make-test-certs.sh" "$work/certs"
-free_port() {
-  python3 -c 'import socket
-for _ in range(50):
-    a, b = socket.socket(), socket.socket()
-    try:
-        a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]; b.bind(("127.0.0.1", p + 1)); print(p); break
-    except OSError: pass
-    finally: a.close(); b.close()'
-}
+free_port() { "$here/../compat-tests/kafka-ref/port-pair.sh"; }
 cpu_ticks() { local s; s="$(cat "/proc/$1/stat")"; s="${s##*) }"; awk '{print $12 + $13}' <<<"$s"; }
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 mbps() { awk -v a="$1" -v b="$2" -v n="$N" 'BEGIN {printf "%.1f", n * 1024 / 1048576 / ((b - a) / 1e9)}'; }

@@ -280,15 +280,7 @@ super.users=User:ANONYMOUS
 P
 }
 # Two free ports in a row (Kafka's controller listener is PORT+1).
-port_pair() {
-  python3 -c 'import socket
-for _ in range(50):
-    a, b = socket.socket(), socket.socket()
-    try:
-        a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]; b.bind(("127.0.0.1", p + 1)); print(p); break
-    except OSError: pass
-    finally: a.close(); b.close()'
-}
+port_pair() { "$here/../kafka-ref/port-pair.sh"; }
 if [ -x "$franz" ] && [ -n "${CAIRN:-}" ]; then
   kport=$(port_pair); ksasl=$(port_pair)
   cport=$(port_pair); csasl=$(port_pair)
