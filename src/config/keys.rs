@@ -970,6 +970,15 @@ impl Props<'_> {
         }
     }
 
+    /// The number set under the first of `keys` that is set (prefixed forms of `name`,
+    /// strongest first), checked by `name`'s rule; else `name`'s own number or default.
+    pub fn int_first(&self, keys: &[String], name: &str) -> Result<i64, super::ConfigError> {
+        match keys.iter().find_map(|k| self.get(k)) {
+            Some(v) => parse(Self::key(name), v),
+            None => self.int(name),
+        }
+    }
+
     /// The number set for `name`, else its default.
     pub fn int(&self, name: &str) -> Result<i64, super::ConfigError> {
         Ok(self.int_opt(name)?.unwrap_or_default())

@@ -80,12 +80,7 @@ pub(super) fn parse(p: &Props<'_>, name: &str) -> Result<Accepted, ConfigError> 
             ),
             format!("{prefix}connections.max.reauth.ms"),
         ];
-        let ms = match keys.iter().find_map(|k| p.get(k).map(|v| (k, v))) {
-            Some((k, v)) => v
-                .parse::<i64>()
-                .map_err(|_| invalid(k, v, "expected a whole number of ms"))?,
-            None => p.int("connections.max.reauth.ms")?,
-        };
+        let ms = p.int_first(&keys, "connections.max.reauth.ms")?;
         if ms > 0 {
             max_reauth_ms.insert(m.clone(), ms);
         }

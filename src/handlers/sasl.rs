@@ -118,10 +118,7 @@ fn step(broker: &Arc<Broker>, conn: &Connection, token: &[u8]) -> Result<(Bytes,
             principal,
             session_lifetime_ms,
         }) => {
-            match again {
-                true => broker.metrics.reauthenticated(&conn.listener, true),
-                false => broker.metrics.authenticated(&conn.listener, true),
-            }
+            broker.metrics.sasl_login(&conn.listener, again, true);
             tracing::debug!(peer = %conn.peer, listener = %conn.listener, principal = %principal, reauthenticated = again, session_lifetime_ms, "sasl authenticated");
             Ok((response.into(), session_lifetime_ms))
         }
@@ -143,10 +140,7 @@ fn code(refusal: &Refusal) -> i16 {
 
 /// One log line and one failed authentication (or re-authentication) per refused client.
 fn refused(broker: &Arc<Broker>, conn: &Connection, refusal: &Refusal, again: bool) {
-    match again {
-        true => broker.metrics.reauthenticated(&conn.listener, false),
-        false => broker.metrics.authenticated(&conn.listener, false),
-    }
+    broker.metrics.sasl_login(&conn.listener, again, false);
     tracing::warn!(peer = %conn.peer, listener = %conn.listener, refusal = ?refusal, reauthentication = again, "sasl authentication failed");
 }
 

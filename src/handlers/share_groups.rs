@@ -19,6 +19,7 @@ use uuid::Uuid;
 use super::consumer_groups::by_topic;
 use super::RequestContext;
 use super::{group_described, str_bytes, topic_name};
+use crate::broker::authorizer::Access;
 use crate::broker::Broker;
 use crate::coordinator::consumer::Tp;
 use crate::coordinator::share::{ShareHeartbeat, ShareTopics};
@@ -338,7 +339,7 @@ pub async fn alter_offsets(
         .map(|t| t.topic_name.to_string())
         .filter(|t| readable(t))
         .collect();
-    let checked = check_offsets_changeable(broker, ctx, op::READ, &req.group_id, &names);
+    let checked = check_offsets_changeable(broker, &access, op::READ, &req.group_id, &names);
     if let Err((e, msg)) = checked.await {
         return AlterShareGroupOffsetsResponse::default()
             .with_error_code(e.code())
@@ -401,7 +402,7 @@ pub async fn delete_offsets(
 ) -> DeleteShareGroupOffsetsResponse {
     use kafka_protocol::messages::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic as Topic;
     let access = ctx.access(broker);
-    let checked = check_offsets_changeable(broker, ctx, op::DELETE, &req.group_id, &[]);
+    let checked = check_offsets_changeable(broker, &access, op::DELETE, &req.group_id, &[]);
     if let Err((e, msg)) = checked.await {
         return DeleteShareGroupOffsetsResponse::default()
             .with_error_code(e.code())
@@ -444,8 +445,8 @@ pub async fn delete_offsets(
 /// on the group allowed, a group id, an empty share group here (see
 /// [`crate::coordinator::Coordinator::share_offsets_changeable`]).
 async fn check_offsets_changeable(
-    broker: &Arc<Broker>,
-    ctx: &RequestContext<'_>,
+    broker: &Broker,
+    access: &Access,
     operation: i8,
     group: &str,
     topics: &[String],
@@ -456,7 +457,7 @@ async fn check_offsets_changeable(
             "Share groups are not enabled.".into(),
         ));
     }
-    if !ctx.access(broker).allows(operation, resource::GROUP, group) {
+    if !access.allows(operation, resource::GROUP, group) {
         let e = ResponseError::GroupAuthorizationFailed;
         return Err((e, e.to_string()));
     }

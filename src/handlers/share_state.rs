@@ -44,15 +44,12 @@ pub async fn initialize(
         let mut partitions = Vec::new();
         for p in &t.partitions {
             let k = key(&req.group_id, t.topic_id, p.partition);
-            let r = match allowed {
-                Ok(()) => {
-                    broker
-                        .share_states
-                        .initialize(&k, p.state_epoch, p.start_offset)
-                        .await
-                }
-                Err(e) => Err(e),
+            let r = async {
+                allowed?;
+                let states = &broker.share_states;
+                states.initialize(&k, p.state_epoch, p.start_offset).await
             };
+            let r = r.await;
             partitions.push(
                 PartitionResult::default()
                     .with_partition(p.partition)
@@ -81,10 +78,11 @@ pub async fn read(
         for p in &t.partitions {
             let k = key(&req.group_id, t.topic_id, p.partition);
             let base = PartitionResult::default().with_partition(p.partition);
-            let read = match allowed {
-                Ok(()) => broker.share_states.read_as_leader(&k, p.leader_epoch).await,
-                Err(e) => Err(e),
+            let read = async {
+                allowed?;
+                broker.share_states.read_as_leader(&k, p.leader_epoch).await
             };
+            let read = read.await;
             partitions.push(match read {
                 Err(e) => base.with_error_code(e.code()),
                 // Never initialized: start -1, the leader picks its start.
@@ -144,10 +142,11 @@ pub async fn write(
                     })
                     .collect(),
             };
-            let r = match allowed {
-                Ok(()) => broker.share_states.write(&k, w).await,
-                Err(e) => Err(e),
+            let r = async {
+                allowed?;
+                broker.share_states.write(&k, w).await
             };
+            let r = r.await;
             partitions.push(
                 PartitionResult::default()
                     .with_partition(p.partition)
@@ -175,10 +174,11 @@ pub async fn delete(
         let mut partitions = Vec::new();
         for p in &t.partitions {
             let k = key(&req.group_id, t.topic_id, p.partition);
-            let r = match allowed {
-                Ok(()) => broker.share_states.delete(&k).await,
-                Err(e) => Err(e),
+            let r = async {
+                allowed?;
+                broker.share_states.delete(&k).await
             };
+            let r = r.await;
             partitions.push(
                 PartitionResult::default()
                     .with_partition(p.partition)

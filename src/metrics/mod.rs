@@ -351,12 +351,13 @@ impl Metrics {
         counter.with_label_values(&[listener]).inc();
     }
 
-    /// Counts a SASL session on `listener` that re-authenticated, or failed to.
-    pub fn reauthenticated(&self, listener: &str, ok: bool) {
-        let counter = if ok {
-            &self.reauthentications
-        } else {
-            &self.failed_reauthentications
+    /// Counts a SASL login on `listener` that succeeded or failed: a first authentication,
+    /// or (`again`) a re-authentication, which Kafka counts apart.
+    pub fn sasl_login(&self, listener: &str, again: bool, ok: bool) {
+        let counter = match (again, ok) {
+            (false, _) => return self.authenticated(listener, ok),
+            (true, true) => &self.reauthentications,
+            (true, false) => &self.failed_reauthentications,
         };
         counter.with_label_values(&[listener]).inc();
     }

@@ -202,10 +202,10 @@ const FAILED_AUTHENTICATION_DELAY: Duration = Duration::from_millis(100);
 /// but ApiVersions, SaslHandshake and SaslAuthenticate closes the connection.
 /// `None`: dispatch the frame.
 fn before_authentication(broker: &Arc<Broker>, ctx: &Connection, frame: &Bytes) -> Option<Outcome> {
-    let key = frame.get(0..2).map(|k| i16::from_be_bytes([k[0], k[1]]));
-    let api = key.map(ApiKey::try_from);
-    let (raw, authenticated) = {
+    let (raw, authenticated, api) = {
         let mut s = ctx.session()?;
+        let key = frame.get(0..2).map(|k| i16::from_be_bytes([k[0], k[1]]));
+        let api = key.map(ApiKey::try_from);
         let now = crate::clock::now_ms();
         if s.expired(now) {
             broker.metrics.session_expired(&ctx.listener);
@@ -218,7 +218,7 @@ fn before_authentication(broker: &Arc<Broker>, ctx: &Connection, frame: &Bytes) 
         if matches!(api, Some(Ok(ApiKey::SaslHandshake))) && s.begin_reauthentication(now) {
             tracing::debug!(peer = %ctx.peer, listener = %ctx.listener, "sasl re-authentication begins");
         }
-        (s.expects_raw_token(), s.authenticated())
+        (s.expects_raw_token(), s.authenticated(), api)
     };
     if authenticated {
         return None;
@@ -233,10 +233,9 @@ fn before_authentication(broker: &Arc<Broker>, ctx: &Connection, frame: &Bytes) 
         Some(Ok(ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)) => None,
         other => {
             if let Some(mut s) = ctx.session() {
-                match s.reauthenticating() {
-                    true => broker.metrics.reauthenticated(&ctx.listener, false),
-                    false => broker.metrics.authenticated(&ctx.listener, false),
-                }
+                broker
+                    .metrics
+                    .sasl_login(&ctx.listener, s.reauthenticating(), false);
                 s.fail();
             }
             Some(Outcome::Close(format!(
