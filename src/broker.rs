@@ -170,6 +170,7 @@ impl Broker {
         self: &Arc<Self>,
         listener: Option<tokio::net::TcpListener>,
     ) -> anyhow::Result<Arc<Cluster>> {
+        let dial = Arc::new(crate::replication::dial::Dialer::new(&self.config)?);
         let seed = self.seed();
         let controller = ControllerNode::start(&self.config, listener, seed).await?;
         let node = Node {
@@ -180,6 +181,7 @@ impl Broker {
             share_states: self.share_states.clone(),
             meta: self.meta.clone(),
             shutdown: self.shutdown_signal(),
+            dial,
         };
         let cluster = Cluster::start(node, controller);
         self.shares
@@ -375,12 +377,21 @@ impl Broker {
             let (_, host, port) = cluster
                 .coordinator(CoordinatorKind::Transaction, id, listener)
                 .await?;
-            Ok(format!("{host}:{port}"))
+            Ok((cluster, format!("{host}:{port}")))
         };
         match remote.await {
-            Ok(addr) => {
-                crate::replication::verify_remote(&addr, id, producer_id, epoch, partitions, add)
-                    .await
+            Ok((cluster, addr)) => {
+                let dial = &cluster.node().dial;
+                crate::replication::verify_remote(
+                    dial,
+                    &addr,
+                    id,
+                    producer_id,
+                    epoch,
+                    partitions,
+                    add,
+                )
+                .await
             }
             Err(e) => vec![Err(e); partitions.len()],
         }

@@ -30,6 +30,8 @@
 //!   Raft quorum that orders it, and the RPCs brokers send it.
 //! - [`metrics`]: counter handles under Strimzi's and kafka_exporter's names (no state).
 //! - [`storage`]: narrow storage traits; `storage::rocks` is the only place RocksDB is named.
+//!   [`tls`]: rustls configurations from a listener's `ssl.*` settings, for listeners and
+//!   for this broker's connections to the others.
 //! - At the bottom, used by all: [`wire`] (Kafka frames and envelopes), [`config`],
 //!   [`security`] (SCRAM's credentials and exchange),
 //!   [`error`] (the one mapping to Kafka error codes), [`clock`], [`shutdown`].
@@ -68,6 +70,7 @@ pub mod server;
 pub mod share;
 pub mod shutdown;
 pub mod storage;
+pub mod tls;
 pub mod topic_config;
 pub mod topics;
 pub mod wire;

@@ -36,8 +36,19 @@ impl Cluster {
 
     /// A cluster whose nodes all start with `overrides` too.
     fn start_with(overrides: &[&str]) -> Cluster {
+        Cluster::launch(overrides, false)
+    }
+
+    /// A cluster whose brokers replicate over a SASL_SSL listener of their own (`overrides`
+    /// say how it is secured); the tests' clients use the PLAINTEXT one.
+    fn start_secured(overrides: &[&str]) -> Cluster {
+        Cluster::launch(overrides, true)
+    }
+
+    fn launch(overrides: &[&str], secured: bool) -> Cluster {
         let tmp = tempfile::tempdir().unwrap();
         let ports: Vec<u16> = NODES.iter().map(|_| common::free_port()).collect();
+        let sasl_ssl: Vec<u16> = NODES.iter().map(|_| common::free_port()).collect();
         let ctrl: Vec<u16> = NODES.iter().map(|_| common::free_port()).collect();
         let voters: Vec<String> = NODES
             .iter()
@@ -51,10 +62,15 @@ impl Cluster {
             .map(|(k, i)| {
                 let (port, cport) = (ports[k], ctrl[k]);
                 let node = format!("node.id={i}");
+                let secure = match secured {
+                    true => format!(",SASL_SSL://127.0.0.1:{}", sasl_ssl[k]),
+                    false => String::new(),
+                };
                 let listeners = format!(
-                    "listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}"
+                    "listeners=PLAINTEXT://127.0.0.1:{port}{secure},CONTROLLER://127.0.0.1:{cport}"
                 );
-                let advertised = format!("advertised.listeners=PLAINTEXT://127.0.0.1:{port}");
+                let advertised =
+                    format!("advertised.listeners=PLAINTEXT://127.0.0.1:{port}{secure}");
                 let mut all = vec![
                     node.as_str(),
                     "process.roles=broker,controller",
@@ -63,6 +79,13 @@ impl Cluster {
                     &listeners,
                     &advertised,
                 ];
+                if secured {
+                    all.extend_from_slice(&[
+                        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,\
+                         CONTROLLER:PLAINTEXT",
+                        "inter.broker.listener.name=SASL_SSL",
+                    ]);
+                }
                 all.extend_from_slice(overrides);
                 Broker::launch_in(&tmp.path().join(format!("data-{i}")), port, &all)
             })
@@ -242,38 +265,19 @@ fn read_from(cluster: &Cluster, node: i32, topic: &str) -> (i16, Vec<(i64, Strin
 /// batches, gaps in offsets and all, and serves the same records once it leads.
 #[test]
 fn a_follower_copies_a_compacted_log_with_its_gaps() {
-    use kafka_protocol::messages::create_topics_request::{
-        CreatableReplicaAssignment, CreatableTopicConfig,
-    };
     let mut cluster = Cluster::start();
     let topic = "compacted";
-    let config = |k: &str, v: &str| {
-        CreatableTopicConfig::default()
-            .with_name(kafka_protocol::protocol::StrBytes::from_string(k.into()))
-            .with_value(Some(kafka_protocol::protocol::StrBytes::from_string(
-                v.into(),
-            )))
-    };
-    let create = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(name(topic))
-            .with_num_partitions(-1)
-            .with_replication_factor(-1)
-            .with_assignments(vec![CreatableReplicaAssignment::default()
-                .with_partition_index(0)
-                .with_broker_ids(vec![1.into(), 2.into()])])
-            .with_configs(vec![
-                config("cleanup.policy", "compact"),
-                config("segment.ms", "1"),
-                config("min.cleanable.dirty.ratio", "0.01"),
-            ])]);
-    let created: CreateTopicsResponse =
-        cluster
-            .node(3)
-            .client()
-            .send(ApiKey::CreateTopics, 7, &create);
-    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+    let configs = [
+        ("cleanup.policy", "compact"),
+        ("segment.ms", "1"),
+        ("min.cleanable.dirty.ratio", "0.01"),
+    ];
+    create_placed(
+        &mut cluster.node(3).client(),
+        topic,
+        &[1, 2],
+        configs.to_vec(),
+    );
     await_placement(&cluster, 3, topic, (1, vec![1, 2]));
 
     // Node 2 goes down; once it is out of the ISR, node 1 alone commits.
@@ -312,6 +316,127 @@ fn a_follower_copies_a_compacted_log_with_its_gaps() {
     // Node 2 cleans its own copy too: round c goes there once d is no longer its active
     // segment (when the two batches arrived in different milliseconds).
     assert!(got == want || got[..] == want[3..], "{got:?}");
+}
+
+/// Brokers replicate over SASL_SSL: mutual TLS (each presents the listener's keystore and
+/// checks the others against its truststore, host names included), then a SCRAM-SHA-512
+/// login as `broker`, a super user of the authorizer. Until that user's credential exists
+/// the followers cannot log in, copy nothing, and acks=all times out; once an admin creates
+/// it (over the controller quorum, which does not need the inter-broker listener) they log
+/// in and catch up, the record written before included.
+#[test]
+fn brokers_replicate_over_sasl_ssl_once_they_can_log_in() {
+    use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
+    use kafka_protocol::messages::{
+        AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+    };
+    let certs = common::test_certs();
+    let store = |kind: &str, file: &str, password: &str| {
+        [
+            format!("ssl.{kind}.location={}", certs.join(file).display()),
+            format!("ssl.{kind}.password={password}"),
+            format!("ssl.{kind}.type=PKCS12"),
+        ]
+    };
+    let mut settings: Vec<String> = Vec::new();
+    settings.extend(store("keystore", "broker.p12", "broker-pass"));
+    settings.extend(store("truststore", "ca.p12", "trust-pass"));
+    settings.extend(
+        [
+            "listener.name.sasl_ssl.ssl.client.auth=required",
+            "sasl.enabled.mechanisms=SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.\
+             security.scram.ScramLoginModule required username=\"broker\" \
+             password=\"broker-secret\";",
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            // The brokers' principal; the tests' PLAINTEXT clients are ANONYMOUS.
+            "super.users=User:broker;User:ANONYMOUS",
+            // Followers that cannot log in stay in the ISR: acks=all waits for them.
+            "replica.lag.time.max.ms=600000",
+        ]
+        .map(String::from),
+    );
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let cluster = Cluster::start_secured(&settings);
+    let topic = "secured";
+    create_placed(&mut cluster.node(1).client(), topic, &[1, 2, 3], Vec::new());
+    await_placement(&cluster, 1, topic, (1, vec![1, 2, 3]));
+
+    // No credential for `broker` yet: the followers' logins fail, acks=all times out.
+    let mut c = cluster.node(1).client();
+    let (err, _) = c.produce(topic, 0, batch(&["before"]), -1);
+    assert_eq!(
+        err, 7,
+        "acks=all must time out while no follower can log in"
+    );
+    for follower in [2, 3] {
+        let size = partition_size(&mut cluster.node(follower).client(), topic, 0);
+        assert_eq!(size, Some(0), "node {follower} copied without logging in");
+    }
+
+    // The admin creates the brokers' credential; the followers log in and catch up.
+    let m = cairn::security::scram::Mechanism::Sha512;
+    let salt = b"the brokers' salt";
+    let upsert = ScramCredentialUpsertion::default()
+        .with_name(StrBytes::from_static_str("broker"))
+        .with_mechanism(m.wire())
+        .with_iterations(8192)
+        .with_salt(bytes::Bytes::from_static(salt))
+        .with_salted_password(m.salted_password("broker-secret", salt, 8192).into());
+    let req = AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsert]);
+    let r: AlterUserScramCredentialsResponse = c.send(ApiKey::AlterUserScramCredentials, 0, &req);
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let (err, _) = c.produce(topic, 0, batch(&["after"]), -1);
+        if err == 0 {
+            break;
+        }
+        assert_eq!(err, 7, "acks=all");
+        assert!(Instant::now() < deadline, "the followers never caught up");
+    }
+    let leader = partition_size(&mut c, topic, 0).unwrap();
+    assert!(leader > 0);
+    for follower in [2, 3] {
+        let mut f = cluster.node(follower).client();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while partition_size(&mut f, topic, 0) != Some(leader) {
+            assert!(
+                Instant::now() < deadline,
+                "node {follower} did not copy the log"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Creates `topic` with one partition on `replicas` (the first leads) and `configs`,
+/// through `c`.
+fn create_placed(c: &mut Client, topic: &str, replicas: &[i32], configs: Vec<(&str, &str)>) {
+    use kafka_protocol::messages::create_topics_request::{
+        CreatableReplicaAssignment, CreatableTopicConfig,
+    };
+    let configs = configs
+        .into_iter()
+        .map(|(k, v)| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string(k.into()))
+                .with_value(Some(StrBytes::from_string(v.into())))
+        })
+        .collect();
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(vec![CreatableReplicaAssignment::default()
+                .with_partition_index(0)
+                .with_broker_ids(replicas.iter().map(|&b| b.into()).collect())])
+            .with_configs(configs)]);
+    let created: CreateTopicsResponse = c.send(ApiKey::CreateTopics, 7, &create);
+    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
 }
 
 /// Creates `topic` with `partitions` partitions of one replica each, through `c`.

@@ -10,35 +10,20 @@ mod common;
 
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use common::{batch, free_port, http_get, metric_value, refuses_to_start, Broker, Client};
+use common::{
+    batch, free_port, http_get, metric_value, refuses_to_start, test_certs, Broker, Client,
+};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
-/// The test certificates, made once per test binary run in a temp dir of its own.
-fn certs() -> &'static Path {
-    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("cairn-tls-{}", std::process::id()));
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/make-test-certs.sh");
-        let out = Command::new("bash").arg(script).arg(&dir).output().unwrap();
-        assert!(
-            out.status.success(),
-            "make-test-certs.sh: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        dir
-    })
-}
-
 fn cert(name: &str) -> String {
-    certs().join(name).display().to_string()
+    test_certs().join(name).display().to_string()
 }
 
 /// A TLS connection to `addr` trusting the test CA, presenting `user`'s certificate if

@@ -251,9 +251,19 @@ pub static KEYS: &[Key] = &[
         ..text("ssl.principal.mapping.rules", Kind::String)
     },
     Key {
+        default: Some("https"),
+        doc: "https checks that another broker's certificate names the host dialled; empty does not.",
+        ..text("ssl.endpoint.identification.algorithm", Kind::String)
+    },
+    Key {
         default: Some("GSSAPI"),
         doc: "The SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
         ..text("sasl.enabled.mechanisms", Kind::List)
+    },
+    Key {
+        default: Some("GSSAPI"),
+        doc: "The mechanism brokers authenticate to each other with on a SASL inter-broker listener.",
+        ..text("sasl.mechanism.inter.broker.protocol", Kind::String)
     },
     Key {
         doc: "A listener's JAAS login module, set as listener.name.<l>.<mechanism>.sasl.jaas.config.",

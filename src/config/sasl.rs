@@ -93,6 +93,77 @@ pub(super) fn parse(p: &Props<'_>, name: &str) -> Result<Accepted, ConfigError> 
     })
 }
 
+/// How this broker logs in to the others on a SASL inter-broker listener: Kafka's
+/// `sasl.mechanism.inter.broker.protocol`, and the `username` and `password` options of the
+/// listener's login module for that mechanism.
+#[derive(Debug, Clone)]
+pub struct Login {
+    pub mechanism: String,
+    pub username: String,
+    pub password: String,
+}
+
+/// The login of inter-broker listener `name`, whose SASL settings are `accepted`.
+pub(super) fn inter_broker_login(
+    p: &Props<'_>,
+    name: &str,
+    accepted: &Accepted,
+) -> Result<Login, ConfigError> {
+    const KEY: &str = "sasl.mechanism.inter.broker.protocol";
+    let mechanism = p.text(KEY).trim().to_ascii_uppercase();
+    if !accepted.mechanisms.contains(&mechanism) {
+        return Err(invalid(
+            KEY,
+            &mechanism,
+            &format!(
+                "brokers authenticate to each other on listener {name} with this mechanism, \
+                 which must be one of its sasl.enabled.mechanisms ({})",
+                accepted.mechanisms.join(",")
+            ),
+        ));
+    }
+    let class = match mechanism.as_str() {
+        "PLAIN" => "org.apache.kafka.common.security.plain.PlainLoginModule",
+        "SCRAM-SHA-256" | "SCRAM-SHA-512" => {
+            "org.apache.kafka.common.security.scram.ScramLoginModule"
+        }
+        _ => {
+            return Err(invalid(
+                KEY,
+                &mechanism,
+                "brokers authenticate to each other with PLAIN, SCRAM-SHA-256 or \
+                 SCRAM-SHA-512 in Cairn",
+            ))
+        }
+    };
+    let prefix = format!("listener.name.{}.", name.to_ascii_lowercase());
+    let (key, mut options) = login_module(
+        p,
+        name,
+        &prefix,
+        &mechanism,
+        class,
+        "the username and password this broker logs in to the others with",
+        "username=\"broker\" password=\"broker-secret\"",
+    )?;
+    match (options.remove("username"), options.remove("password")) {
+        (Some(username), Some(password)) => Ok(Login {
+            mechanism,
+            username,
+            password,
+        }),
+        _ => Err(invalid(
+            &key,
+            "<hidden>",
+            &format!(
+                "listener {name} is the inter-broker listener: its {mechanism} login module \
+                 needs username and password options, what this broker logs in to the others \
+                 with"
+            ),
+        )),
+    }
+}
+
 /// OAUTHBEARER's validator: Kafka's unsecured one (the default when no server callback
 /// handler is set), with the options of the listener's OAuthBearerLoginModule entry.
 fn oauthbearer(p: &Props<'_>, name: &str, prefix: &str) -> Result<Validator, ConfigError> {

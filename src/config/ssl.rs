@@ -1,6 +1,6 @@
 //! The `ssl.*` keys of a TLS listener, as Kafka reads them: each key may be given for one
 //! listener as `listener.name.<name in lower case>.ssl.*`, which wins over the unprefixed
-//! key. This module only reads and checks the text; `server::tls` loads the stores.
+//! key. This module only reads and checks the text; `crate::tls` loads the stores.
 
 use std::path::PathBuf;
 
@@ -23,6 +23,10 @@ pub struct Ssl {
     pub cipher_suites: Vec<String>,
     /// `ssl.principal.mapping.rules`.
     pub principal_rules: Vec<PrincipalRule>,
+    /// `ssl.endpoint.identification.algorithm`: `https` (true, the default) when this
+    /// broker, dialling another on this listener, checks that the certificate names the
+    /// host it dialled; empty (false) checks the chain only.
+    pub verify_hostname: bool,
 }
 
 /// A keystore or truststore: a file, or PEM text given in the config itself.
@@ -166,6 +170,25 @@ pub(super) fn parse(p: &Props<'_>, name: &str) -> Result<Ssl, ConfigError> {
         None => vec![PrincipalRule::Default],
         Some((key, v)) => parse_rules(&v).map_err(|reason| invalid(&key, &v, &reason))?,
     };
+    let verify_hostname = {
+        // An empty value is meaningful here (no host name check), so it is not skipped.
+        let key = [format!("{prefix}ssl.endpoint.identification.algorithm")]
+            .into_iter()
+            .find(|k| p.get(k).is_some())
+            .unwrap_or_else(|| "ssl.endpoint.identification.algorithm".to_string());
+        let v = p.get(&key).unwrap_or("https").trim();
+        match v.to_ascii_lowercase().as_str() {
+            "https" => true,
+            "" => false,
+            _ => {
+                return Err(invalid(
+                    &key,
+                    v,
+                    "expected https or nothing (no host name check)",
+                ))
+            }
+        }
+    };
     Ok(Ssl {
         keystore,
         truststore,
@@ -173,6 +196,7 @@ pub(super) fn parse(p: &Props<'_>, name: &str) -> Result<Ssl, ConfigError> {
         protocols,
         cipher_suites,
         principal_rules,
+        verify_hostname,
     })
 }
 

@@ -8,8 +8,6 @@
 
 use std::sync::Arc;
 
-use base64::engine::general_purpose::STANDARD as B64;
-use base64::Engine;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
@@ -111,7 +109,12 @@ fn step(broker: &Arc<Broker>, conn: &Connection, token: &[u8]) -> Result<(Bytes,
         broker.scram_credentials(user).get(m.name()).cloned()
     };
     let again = s.reauthenticating();
-    match s.token(token, &credential, &nonce, crate::clock::now_ms()) {
+    match s.token(
+        token,
+        &credential,
+        &crate::security::scram::nonce,
+        crate::clock::now_ms(),
+    ) {
         Ok(Step::Challenge(bytes)) => Ok((bytes.into(), 0)),
         Ok(Step::Done {
             response,
@@ -142,14 +145,4 @@ fn code(refusal: &Refusal) -> i16 {
 fn refused(broker: &Arc<Broker>, conn: &Connection, refusal: &Refusal, again: bool) {
     broker.metrics.sasl_login(&conn.listener, again, false);
     tracing::warn!(peer = %conn.peer, listener = %conn.listener, refusal = ?refusal, reauthentication = again, "sasl authentication failed");
-}
-
-/// SCRAM's server nonce: 18 random bytes in base64 (never a comma).
-fn nonce() -> String {
-    use ring::rand::SecureRandom;
-    let mut bytes = [0u8; 18];
-    ring::rand::SystemRandom::new()
-        .fill(&mut bytes)
-        .expect("the system's random source");
-    B64.encode(bytes)
 }

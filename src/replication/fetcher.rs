@@ -8,11 +8,10 @@ use std::time::Duration;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::watch;
 
+use super::dial::Stream;
 use super::{FetchWork, Node};
 use crate::shutdown;
 use crate::wire::frame::FrameReader;
@@ -30,8 +29,8 @@ const ANSWER_BYTES_MAX: usize = 2 * FETCH_BYTES_MAX as usize;
 /// allocates a response's memory as its bytes arrive), and the write half.
 struct Conn {
     addr: String,
-    frames: FrameReader<OwnedReadHalf>,
-    out: OwnedWriteHalf,
+    frames: FrameReader<ReadHalf<Stream>>,
+    out: WriteHalf<Stream>,
 }
 
 pub(super) async fn run(node: Node, leader: i32, mut work: watch::Receiver<FetchWork>) {
@@ -52,15 +51,23 @@ pub(super) async fn run(node: Node, leader: i32, mut work: watch::Receiver<Fetch
             continue;
         }
         if conn.as_ref().is_none_or(|c| c.addr != w.addr) {
-            match TcpStream::connect(&w.addr).await {
+            match node.dial.connect(&w.addr).await {
                 Ok(s) => {
-                    let _ = s.set_nodelay(true);
-                    let (rd, out) = s.into_split();
+                    let (rd, out) = tokio::io::split(s);
                     conn = Some(Conn {
                         addr: w.addr.clone(),
                         frames: FrameReader::new(rd, ANSWER_BYTES_MAX),
                         out,
                     });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    // A refused certificate or login: said at every try, a second apart.
+                    tracing::warn!(leader, error = %e, "cannot log in to the leader");
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = shutdown::requested(&mut shutdown) => return,
+                    }
+                    continue;
                 }
                 Err(e) => {
                     tracing::debug!(leader, addr = %w.addr, error = %e, "cannot reach the leader");

@@ -20,6 +20,7 @@ use kafka_protocol::messages::{ApiKey, WriteTxnMarkersRequest, WriteTxnMarkersRe
 use kafka_protocol::ResponseError;
 use tokio::sync::watch;
 
+use super::dial::Dialer;
 use super::{endpoint, Node};
 use crate::clock::now_ms;
 use crate::controller::metadata::{Image, NO_LEADER};
@@ -151,7 +152,7 @@ impl MarkerWriter for ClusterMarkers {
                             .map(|p| (p, ResponseError::NotLeaderOrFollower))
                             .collect();
                     };
-                    send(&addr, &m, partitions).await
+                    send(&node.dial, &addr, &m, partitions).await
                 }
             });
             for f in join_all(sends).await {
@@ -173,6 +174,7 @@ fn by_topic(partitions: &[TxnPartition]) -> BTreeMap<&str, Vec<i32>> {
 
 /// WriteTxnMarkers to another leader for `partitions`; answers the partitions that failed.
 async fn send(
+    dial: &Dialer,
     addr: &str,
     m: &Markers,
     partitions: Vec<TxnPartition>,
@@ -194,6 +196,7 @@ async fn send(
                 .collect(),
         )]);
     let answer: std::result::Result<WriteTxnMarkersResponse, _> = super::peer::call(
+        dial,
         addr,
         ApiKey::WriteTxnMarkers,
         1,
@@ -235,6 +238,7 @@ async fn send(
 /// partition). The partition's own answer, or the error that kept the coordinator from
 /// giving one.
 pub async fn verify_remote(
+    dial: &Dialer,
     addr: &str,
     id: &str,
     producer_id: i64,
@@ -265,6 +269,7 @@ pub async fn verify_remote(
             ),
     ]);
     let answer: std::result::Result<AddPartitionsToTxnResponse, _> = super::peer::call(
+        dial,
         addr,
         ApiKey::AddPartitionsToTxn,
         // v5: an add is transaction version 2's

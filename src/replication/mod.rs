@@ -14,6 +14,7 @@
 //!   shrink the ISR after `replica.lag.time.max.ms` or expand it when a follower catches up.
 
 pub mod coordinated;
+pub mod dial;
 mod fetcher;
 mod lease;
 pub mod markers;
@@ -102,6 +103,8 @@ pub struct Node {
     pub share_states: Arc<ShareCoordinator>,
     pub meta: Arc<dyn MetaStore>,
     pub shutdown: watch::Receiver<bool>,
+    /// How this broker reaches the others (TLS and SASL as the inter-broker listener says).
+    pub dial: Arc<dial::Dialer>,
 }
 
 impl Node {
@@ -1080,6 +1083,7 @@ impl Cluster {
                     .with_current_leader_epoch(-1)
                     .with_timestamp(-1)])]);
         let r: ListOffsetsResponse = peer::call(
+            &self.node.dial,
             &format!("{host}:{port}"),
             ApiKey::ListOffsets,
             7,

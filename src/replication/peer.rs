@@ -9,17 +9,18 @@ use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::ResponseError;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
+use super::dial::Dialer;
 use crate::wire::{self, frame::FrameReader};
 
 /// The largest answer accepted: these answers name a few partitions.
 const ANSWER_BYTES_MAX: usize = 8 << 20;
 
 /// Sends `req` to `addr` and reads the answer, within `timeout`. A broker that cannot be
-/// reached, answers nothing or answers garbage is a NETWORK_EXCEPTION (retriable); no
-/// answer in time, REQUEST_TIMED_OUT.
+/// reached (or logged in to), answers nothing or answers garbage is a NETWORK_EXCEPTION
+/// (retriable); no answer in time, REQUEST_TIMED_OUT.
 pub async fn call<Req: Encodable, Resp: Decodable>(
+    dial: &Dialer,
     addr: &str,
     api: ApiKey,
     version: i16,
@@ -29,15 +30,17 @@ pub async fn call<Req: Encodable, Resp: Decodable>(
     let exchange = async {
         let frame = wire::request_frame(api, version, 1, "cairn-broker", req)
             .map_err(|_| ResponseError::UnknownServerError)?;
-        let stream = TcpStream::connect(addr)
+        let mut stream = dial.connect(addr).await.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                tracing::warn!(error = %e, "cannot log in to another broker");
+            }
+            ResponseError::NetworkException
+        })?;
+        stream
+            .write_all(&frame)
             .await
             .map_err(|_| ResponseError::NetworkException)?;
-        let _ = stream.set_nodelay(true);
-        let (rd, mut out) = stream.into_split();
-        out.write_all(&frame)
-            .await
-            .map_err(|_| ResponseError::NetworkException)?;
-        let answer = FrameReader::new(rd, ANSWER_BYTES_MAX)
+        let answer = FrameReader::new(stream, ANSWER_BYTES_MAX)
             .next()
             .await
             .ok()

@@ -15,6 +15,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::ResponseError;
 
+use super::dial::Dialer;
 use super::{peer, Cluster, CoordinatorKind};
 use crate::coordinator::share_state::{key, ShareState, StateWrite};
 use crate::share::partition::{delivery_complete, Snapshot};
@@ -103,12 +104,13 @@ where
 /// Sends `req` (v0) to the share coordinator at `addr` and picks the one partition the
 /// answer holds with `first`.
 async fn ask<Req: Encodable, Resp: Decodable, P>(
+    dial: &Dialer,
     addr: &str,
     api: ApiKey,
     req: &Req,
     first: impl FnOnce(Resp) -> Option<P>,
 ) -> Result<P, ResponseError> {
-    let r: Resp = peer::call(addr, api, 0, req, REQUEST_TIMEOUT).await?;
+    let r: Resp = peer::call(dial, addr, api, 0, req, REQUEST_TIMEOUT).await?;
     first(r).ok_or(ResponseError::UnknownServerError)
 }
 
@@ -155,6 +157,7 @@ async fn read(
                                 .with_partition(tp.1)
                                 .with_leader_epoch(leader_epoch)])]);
                     let p = ask(
+                        &cluster.node.dial,
                         &addr,
                         ApiKey::ReadShareGroupState,
                         &req,
@@ -233,6 +236,7 @@ async fn write(
                                 .with_start_offset(state.start)
                                 .with_state_batches(batches)])]);
                     let p = ask(
+                        &cluster.node.dial,
                         &addr,
                         ApiKey::WriteShareGroupState,
                         &req,
@@ -268,7 +272,7 @@ async fn initialize(
                     states.initialize(k, epoch + 1, start).await
                 }
                 Where::At(addr) => {
-                    let (_, epoch) = summary_at(&addr, group, tp).await?;
+                    let (_, epoch) = summary_at(&cluster.node.dial, &addr, group, tp).await?;
                     let req = InitializeShareGroupStateRequest::default()
                         .with_group_id(str_bytes(group))
                         .with_topics(vec![InitializeStateData::default()
@@ -278,6 +282,7 @@ async fn initialize(
                                 .with_state_epoch(epoch + 1)
                                 .with_start_offset(start)])]);
                     let p = ask(
+                        &cluster.node.dial,
                         &addr,
                         ApiKey::InitializeShareGroupState,
                         &req,
@@ -297,6 +302,7 @@ async fn initialize(
 /// ReadShareGroupStateSummary (v1) at `addr`: the summary (None when never written or
 /// without a start), and the state epoch.
 async fn summary_at(
+    dial: &Dialer,
     addr: &str,
     group: &str,
     tp: TopicIdPartition,
@@ -310,6 +316,7 @@ async fn summary_at(
                 vec![PartitionData::default().with_partition(tp.1)],
             )]);
     let r: ShareStateSummaryReply = peer::call(
+        dial,
         addr,
         ApiKey::ReadShareGroupStateSummary,
         1,
@@ -353,7 +360,7 @@ async fn summary(
                         leader_epoch: s.leader_epoch,
                         delivery_complete: delivery_complete(s.start, &s.runs),
                     })),
-                Where::At(addr) => Ok(summary_at(&addr, group, tp).await?.0),
+                Where::At(addr) => Ok(summary_at(&cluster.node.dial, &addr, group, tp).await?.0),
             }
         }
     })
@@ -403,6 +410,7 @@ async fn delete(
                     .collect(),
             );
         let r: DeleteShareGroupStateResponse = peer::call(
+            &cluster.node.dial,
             &addr,
             ApiKey::DeleteShareGroupState,
             0,

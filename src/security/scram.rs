@@ -1,6 +1,6 @@
 //! SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802 and 7677) as Kafka speaks them: the stored
-//! credential (salt, StoredKey, ServerKey, iterations) and the server's side of one
-//! exchange. Kafka never sends `e=`: every failure is one error, which the connection turns
+//! credential (salt, StoredKey, ServerKey, iterations), the server's side of one
+//! exchange, and the client's side a broker speaks to log in to another. Kafka never sends `e=`: every failure is one error, which the connection turns
 //! into SASL_AUTHENTICATION_FAILED.
 
 use base64::engine::general_purpose::STANDARD as B64;
@@ -251,6 +251,103 @@ pub fn verify_client_final(
     Ok(format!("v={}", B64.encode(server_signature)))
 }
 
+/// A fresh nonce: 18 random bytes in base64 (never a comma).
+pub fn nonce() -> String {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 18];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .expect("the system's random source");
+    B64.encode(bytes)
+}
+
+/// The client's side of one exchange, as a broker logs in to another: [`Client::first`],
+/// then [`Client::answer`] the server-first message, then [`Client::check`] the server-final.
+pub struct Client {
+    mechanism: Mechanism,
+    password: String,
+    nonce: String,
+    bare: String,
+    /// The server signature the server-final must carry, once answered.
+    expected: Option<Vec<u8>>,
+}
+
+impl Client {
+    /// Begins an exchange for `username` with a fresh `nonce` (printable, no comma).
+    pub fn new(mechanism: Mechanism, username: &str, password: &str, nonce: &str) -> Client {
+        let name = username.replace('=', "=3D").replace(',', "=2C");
+        Client {
+            mechanism,
+            password: password.to_string(),
+            nonce: nonce.to_string(),
+            bare: format!("n={name},r={nonce}"),
+            expected: None,
+        }
+    }
+
+    /// The client-first message.
+    pub fn first(&self) -> String {
+        format!("n,,{}", self.bare)
+    }
+
+    /// The client-final message answering `server_first`, whose nonce must extend ours and
+    /// whose iterations must be within Kafka's bounds.
+    pub fn answer(&mut self, server_first: &[u8]) -> Result<String, ScramError> {
+        let server_first =
+            std::str::from_utf8(server_first).map_err(|_| bad("server-first is not UTF-8"))?;
+        let (mut nonce, mut salt, mut iterations) = (None, None, None);
+        for attr in server_first.split(',') {
+            if let Some(r) = attr.strip_prefix("r=") {
+                nonce = Some(r);
+            } else if let Some(s) = attr.strip_prefix("s=") {
+                salt = Some(B64.decode(s).map_err(|_| bad("salt is not base64"))?);
+            } else if let Some(i) = attr.strip_prefix("i=") {
+                iterations = i.parse::<i32>().ok();
+            } else if attr.starts_with("e=") {
+                return Err(bad(&format!("the server refused: {attr}")));
+            }
+        }
+        let nonce = nonce
+            .filter(|n| n.starts_with(&self.nonce) && n.len() > self.nonce.len())
+            .ok_or_else(|| bad("server-first nonce does not extend the client's"))?;
+        let salt = salt.ok_or_else(|| bad("server-first has no salt"))?;
+        let iterations = iterations
+            .filter(|i| (MIN_ITERATIONS..=MAX_ITERATIONS).contains(i))
+            .ok_or_else(|| bad("server-first iterations are missing or out of bounds"))?;
+        let m = self.mechanism;
+        let salted = m.salted_password(&self.password, &salt, iterations);
+        let client_key = m.mac(&salted, b"Client Key");
+        let without_proof = format!("c=biws,r={nonce}");
+        let auth_message = format!("{},{server_first},{without_proof}", self.bare);
+        let signature = m.mac(&m.hash(&client_key), auth_message.as_bytes());
+        let proof: Vec<u8> = client_key
+            .iter()
+            .zip(&signature)
+            .map(|(k, s)| k ^ s)
+            .collect();
+        let server_key = m.mac(&salted, b"Server Key");
+        self.expected = Some(m.mac(&server_key, auth_message.as_bytes()));
+        Ok(format!("{without_proof},p={}", B64.encode(proof)))
+    }
+
+    /// Checks the server-final message: the server knew the credential too.
+    pub fn check(&self, server_final: &[u8]) -> Result<(), ScramError> {
+        let text =
+            std::str::from_utf8(server_final).map_err(|_| bad("server-final is not UTF-8"))?;
+        if let Some(e) = text.strip_prefix("e=") {
+            return Err(bad(&format!("the server refused: {e}")));
+        }
+        let got = text
+            .strip_prefix("v=")
+            .and_then(|v| B64.decode(v).ok())
+            .ok_or_else(|| bad("server-final has no signature"))?;
+        match &self.expected {
+            Some(want) if constant_time_eq(want, &got) => Ok(()),
+            _ => Err(bad("the server's signature is wrong")),
+        }
+    }
+}
+
 /// Equality that takes as long whatever the first difference.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -295,6 +392,48 @@ mod tests {
         assert!(
             verify_client_final(m, &client, &first, &credential, other_nonce.as_bytes()).is_err()
         );
+    }
+
+    /// The client's side of RFC 7677's example, and against the server's side.
+    #[test]
+    fn the_client_side_speaks_rfc7677() {
+        let m = Mechanism::Sha256;
+        let mut c = Client::new(m, "user", "pencil", "rOprNGfwEbeRWgbNEkqO");
+        assert_eq!(c.first(), "n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
+        let first =
+            "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
+        assert_eq!(
+            c.answer(first.as_bytes()).unwrap(),
+            "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+        );
+        c.check(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+            .unwrap();
+        assert!(c
+            .check(b"v=7rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+            .is_err());
+        assert!(c.check(b"e=invalid-proof").is_err());
+        // A server nonce that does not extend ours, too few iterations: refused.
+        let mut c = Client::new(m, "user", "pencil", "abc");
+        assert!(c
+            .answer(b"r=xyzdef,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+            .is_err());
+        assert!(c
+            .answer(b"r=abcdef,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=10")
+            .is_err());
+        // SCRAM-SHA-512 against the server's side, a name that needs escaping.
+        let m = Mechanism::Sha512;
+        let salt = b"some salt".to_vec();
+        let credential = m.credential(&salt, &m.salted_password("secret", &salt, 8192), 8192);
+        let mut c = Client::new(m, "a,b=c", "secret", "clientnonce");
+        let parsed = parse_client_first(c.first().as_bytes()).unwrap();
+        assert_eq!(parsed.username, "a,b=c");
+        let first = server_first(&parsed, &credential, "servernonce");
+        let last = c.answer(first.as_bytes()).unwrap();
+        let server_final = verify_client_final(m, &parsed, &first, &credential, last.as_bytes());
+        c.check(server_final.unwrap().as_bytes()).unwrap();
+        let mut wrong = Client::new(m, "a,b=c", "not it", "clientnonce");
+        let last = wrong.answer(first.as_bytes()).unwrap();
+        assert!(verify_client_final(m, &parsed, &first, &credential, last.as_bytes()).is_err());
     }
 
     #[test]

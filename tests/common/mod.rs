@@ -51,6 +51,23 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// The test certificates (scripts/make-test-certs.sh: a CA, the broker's certificate for
+/// 127.0.0.1/localhost, clients' ones), made once per test binary run in a temp dir of its own.
+pub fn test_certs() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("cairn-tls-{}", std::process::id()));
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/make-test-certs.sh");
+        let out = Command::new("bash").arg(script).arg(&dir).output().unwrap();
+        assert!(
+            out.status.success(),
+            "make-test-certs.sh: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dir
+    })
+}
+
 impl Broker {
     pub fn start() -> Broker {
         Self::start_with(&[])
