@@ -163,14 +163,15 @@ impl Broker {
     }
 
     /// Starts this node's voter of the metadata quorum (listening for the other voters on
-    /// `listener`, when there are any) and joins the cluster as a broker (once, at start).
+    /// `listener`, when there are any) and joins the cluster as a broker (once, at start),
+    /// reaching the other brokers through `dial`.
     /// An empty metadata log is seeded with this data dir's cluster id and, for a data dir
     /// of an earlier single-node release, its topics and group state.
     pub async fn start_cluster(
         self: &Arc<Self>,
         listener: Option<tokio::net::TcpListener>,
+        dial: crate::replication::dial::Dialer,
     ) -> anyhow::Result<Arc<Cluster>> {
-        let dial = Arc::new(crate::replication::dial::Dialer::new(&self.config)?);
         let seed = self.seed();
         let controller = ControllerNode::start(&self.config, listener, seed).await?;
         let node = Node {
@@ -181,7 +182,7 @@ impl Broker {
             share_states: self.share_states.clone(),
             meta: self.meta.clone(),
             shutdown: self.shutdown_signal(),
-            dial,
+            dial: Arc::new(dial),
         };
         let cluster = Cluster::start(node, controller);
         self.shares

@@ -64,6 +64,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // So is the inter-broker listener's truststore, which this broker checks the others with.
+    let dial = match cairn::replication::dial::Dialer::new(&config) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("cairn: configuration error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -74,7 +82,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(config, tls, started)) {
+    match runtime.block_on(run(config, tls, dial, started)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cairn: {e:#}");
@@ -86,6 +94,7 @@ fn main() -> ExitCode {
 async fn run(
     config: Config,
     tls: BTreeMap<String, cairn::server::tls::Tls>,
+    dial: cairn::replication::dial::Dialer,
     started: Instant,
 ) -> anyhow::Result<()> {
     let log_dirs = config.log_dirs.clone();
@@ -112,7 +121,7 @@ async fn run(
         ),
         _ => None,
     };
-    let cluster = broker.start_cluster(controller_listener).await?;
+    let cluster = broker.start_cluster(controller_listener, dial).await?;
     let listeners = cairn::server::bind(&broker, tls).await?;
     for l in &listeners {
         broker.metrics.listener_bound(&l.name);

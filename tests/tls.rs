@@ -357,4 +357,56 @@ fn bad_tls_settings_stop_start_up_with_the_key_named() {
             .collect();
         refuses_to_start(&overrides, expected, "broker-pass");
     }
+    // A node of a cluster replicating over TLS checks the other brokers against its
+    // truststore: without one it does not start, and one it cannot read is named.
+    let node = |extra: &[String]| {
+        let mut v: Vec<String> = [
+            "node.id=1",
+            "process.roles=broker,controller",
+            "controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:2,3@127.0.0.1:3",
+            "controller.listener.names=CONTROLLER",
+            "listeners=SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:19093",
+            "listener.security.protocol.map=SSL:SSL,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name=SSL",
+        ]
+        .map(String::from)
+        .to_vec();
+        v.extend(keystore("broker.p12", "broker-pass"));
+        v.extend_from_slice(extra);
+        v
+    };
+    let no_truststore = node(&[]);
+    let no_truststore: Vec<&str> = no_truststore.iter().map(String::as_str).collect();
+    refuses_to_start(
+        &no_truststore,
+        &["inter-broker listener", "ssl.truststore.location"],
+        "broker-pass",
+    );
+    let bad_truststore = node(&[
+        format!("ssl.truststore.location={}", cert("ca.p12")),
+        "ssl.truststore.password=wrong".to_string(),
+    ]);
+    let bad_truststore: Vec<&str> = bad_truststore.iter().map(String::as_str).collect();
+    refuses_to_start(
+        &bad_truststore,
+        &["ssl.truststore.location", "password"],
+        "trust-pass",
+    );
+    // A SASL inter-broker listener needs a mechanism it enables (not Kafka's GSSAPI).
+    let sasl = [
+        "node.id=1",
+        "process.roles=broker,controller",
+        "controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:2,3@127.0.0.1:3",
+        "controller.listener.names=CONTROLLER",
+        "listeners=SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19093",
+        "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms=PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.\
+         plain.PlainLoginModule required username=\"broker\" password=\"b-secret\";",
+    ];
+    refuses_to_start(
+        &sasl,
+        &["sasl.mechanism.inter.broker.protocol", "GSSAPI"],
+        "b-secret",
+    );
 }
