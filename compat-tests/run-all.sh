@@ -38,18 +38,37 @@ stop_broker() {
 trap 'stop_broker; rm -rf "$work"' EXIT
 
 # Three combined-mode nodes on loopback ports: BOOTSTRAP names all of them. The first
-# node's pid is broker_pid (checked for liveness), the others' are in cluster_pids.
-start_cluster() { # $1: suite name
-  local i ports=() ctrl=() voters=()
-  for i in 1 2 3; do ports+=("$(free_port)"); ctrl+=("$(free_port)"); done
+# node's pid is broker_pid (checked for liveness), the others' are in cluster_pids. With
+# $2=secured the brokers reach each other on a SASL_SSL listener of their own (mutual TLS,
+# PLAIN as User:broker, the StandardAuthorizer on; the clients' PLAINTEXT ANONYMOUS is a
+# super user too): every follower fetch and share-state call goes through it.
+start_cluster() { # $1: suite name, $2: secured or nothing
+  local i ports=() ctrl=() secure=() voters=()
+  for i in 1 2 3; do ports+=("$(free_port)"); ctrl+=("$(free_port)"); secure+=("$(free_port)"); done
   for i in 1 2 3; do voters+=("$i@127.0.0.1:${ctrl[$((i - 1))]}"); done
   local v; v=$(IFS=,; echo "${voters[*]}")
+  local certs="$work/certs"
+  [ "${2:-}" != secured ] || "$here/../scripts/make-test-certs.sh" "$certs" >/dev/null
   for i in 1 2 3; do
-    local port=${ports[$((i - 1))]} cport=${ctrl[$((i - 1))]}
+    local port=${ports[$((i - 1))]} cport=${ctrl[$((i - 1))]} sport=${secure[$((i - 1))]}
+    local extra=(--override "listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport"
+      --override "advertised.listeners=PLAINTEXT://127.0.0.1:$port")
+    if [ "${2:-}" = secured ]; then
+      extra=(--override "listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport,CONTROLLER://127.0.0.1:$cport"
+        --override "advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport"
+        --override "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT"
+        --override inter.broker.listener.name=SASL_SSL
+        --override "ssl.keystore.location=$certs/broker.p12" --override ssl.keystore.password=broker-pass
+        --override "ssl.truststore.location=$certs/ca.p12" --override ssl.truststore.password=trust-pass
+        --override listener.name.sasl_ssl.ssl.client.auth=required
+        --override sasl.enabled.mechanisms=PLAIN --override sasl.mechanism.inter.broker.protocol=PLAIN
+        --override 'listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";'
+        --override authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+        --override "super.users=User:broker;User:ANONYMOUS")
+    fi
     "$CAIRN" --override "node.id=$i" --override "process.roles=broker,controller" \
       --override "controller.quorum.voters=$v" --override "controller.listener.names=CONTROLLER" \
-      --override "listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport" \
-      --override "advertised.listeners=PLAINTEXT://127.0.0.1:$port" \
+      "${extra[@]}" \
       --override "log.dirs=$work/$1-data-$i" --override metrics.listener=none \
       --override num.partitions=4 --override group.min.session.timeout.ms=1000 \
       >"$work/$1-broker-$i.log" 2>&1 &
@@ -142,7 +161,8 @@ for s in "${suites[@]}"; do
   suite_only="${ONLY:-}"
   case "$s" in
     # The share group checks on a three-node cluster, with the newest client: a share
-    # partition's leader and its share coordinator are then mostly different brokers.
+    # partition's leader and its share coordinator are then mostly different brokers,
+    # which reach each other over SASL_SSL (start_cluster's "secured").
     java-cluster)
       setup="$here/java/setup.sh"; run="$here/java/run.sh"
       export KAFKA_VERSION=4.4.0
@@ -199,8 +219,12 @@ for s in "${suites[@]}"; do
   fi
   echo "=== $s: run"
   start=start_broker
-  case "$s" in librdkafka-cluster | java-cluster) start=start_cluster ;; esac
-  $start "$s" || { failed=$((failed + 1)); failed_names+=("$s(start)"); continue; }
+  how=
+  case "$s" in
+    librdkafka-cluster) start=start_cluster ;;
+    java-cluster) start=start_cluster how=secured ;;
+  esac
+  $start "$s" $how || { failed=$((failed + 1)); failed_names+=("$s(start)"); continue; }
   ONLY="$suite_only" "$run" 2>&1 | tee "$work/$s.out"
   rc=${PIPESTATUS[0]}
   alive=yes
