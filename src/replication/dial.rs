@@ -38,7 +38,12 @@ pub struct Dialer {
     listener: String,
     tls: Option<TlsConnector>,
     login: Option<Login>,
+    /// SCRAM's salted password for the last (salt, iterations) the others sent: PBKDF2
+    /// costs milliseconds, and peer calls dial once per call.
+    salted: Salted,
 }
+
+type Salted = std::sync::Mutex<Option<(Vec<u8>, i32, Vec<u8>)>>;
 
 impl Dialer {
     /// The dialer of the inter-broker listener; a truststore that cannot be read fails
@@ -55,6 +60,7 @@ impl Dialer {
             listener,
             tls,
             login: config.inter_broker_login.clone(),
+            salted: Salted::default(),
         })
     }
 
@@ -86,22 +92,24 @@ impl Dialer {
             }
         };
         if let Some(login) = &self.login {
-            log_in(&mut stream, login).await.map_err(|why| {
-                io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    format!(
-                        "logging in to {addr} on listener {} as {} with {}: {why}",
-                        self.listener, login.username, login.mechanism
-                    ),
-                )
-            })?;
+            log_in(&mut stream, login, &self.salted)
+                .await
+                .map_err(|why| {
+                    io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        format!(
+                            "logging in to {addr} on listener {} as {} with {}: {why}",
+                            self.listener, login.username, login.mechanism
+                        ),
+                    )
+                })?;
         }
         Ok(stream)
     }
 }
 
 /// SaslHandshake, then SaslAuthenticate until the mechanism is done.
-async fn log_in(stream: &mut Stream, login: &Login) -> Result<(), String> {
+async fn log_in(stream: &mut Stream, login: &Login, cache: &Salted) -> Result<(), String> {
     let handshake: SaslHandshakeResponse = exchange(
         stream,
         ApiKey::SaslHandshake,
@@ -131,7 +139,20 @@ async fn log_in(stream: &mut Stream, login: &Login) -> Result<(), String> {
             let nonce = scram::nonce();
             let mut client = scram::Client::new(m, &login.username, &login.password, &nonce);
             let server_first = authenticate(stream, client.first().into_bytes()).await?;
-            let last = client.answer(&server_first).map_err(|e| e.to_string())?;
+            let salted = |salt: &[u8], iterations: i32| {
+                let mut kept = cache.lock().unwrap_or_else(|e| e.into_inner());
+                match &*kept {
+                    Some((s, i, p)) if s == salt && *i == iterations => p.clone(),
+                    _ => {
+                        let p = m.salted_password(&login.password, salt, iterations);
+                        *kept = Some((salt.to_vec(), iterations, p.clone()));
+                        p
+                    }
+                }
+            };
+            let last = client
+                .answer_salted(&server_first, &salted)
+                .map_err(|e| e.to_string())?;
             let server_final = authenticate(stream, last.into_bytes()).await?;
             client.check(&server_final).map_err(|e| e.to_string())?;
         }

@@ -293,6 +293,20 @@ impl Client {
     /// The client-final message answering `server_first`, whose nonce must extend ours and
     /// whose iterations must be within Kafka's bounds.
     pub fn answer(&mut self, server_first: &[u8]) -> Result<String, ScramError> {
+        let (m, password) = (self.mechanism, self.password.clone());
+        self.answer_salted(server_first, &|salt, i| {
+            m.salted_password(&password, salt, i)
+        })
+    }
+
+    /// [`Client::answer`] with the salted password from `salted(salt, iterations)`, which
+    /// may keep it: PBKDF2 is the costly part, and a salt and count change only when the
+    /// credential does.
+    pub fn answer_salted(
+        &mut self,
+        server_first: &[u8],
+        salted: &dyn Fn(&[u8], i32) -> Vec<u8>,
+    ) -> Result<String, ScramError> {
         let server_first =
             std::str::from_utf8(server_first).map_err(|_| bad("server-first is not UTF-8"))?;
         let (mut nonce, mut salt, mut iterations) = (None, None, None);
@@ -315,7 +329,7 @@ impl Client {
             .filter(|i| (MIN_ITERATIONS..=MAX_ITERATIONS).contains(i))
             .ok_or_else(|| bad("server-first iterations are missing or out of bounds"))?;
         let m = self.mechanism;
-        let salted = m.salted_password(&self.password, &salt, iterations);
+        let salted = salted(&salt, iterations);
         let client_key = m.mac(&salted, b"Client Key");
         let without_proof = format!("c=biws,r={nonce}");
         let auth_message = format!("{},{server_first},{without_proof}", self.bare);
