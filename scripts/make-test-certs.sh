@@ -13,7 +13,7 @@ cd "$dir"
 
 days=3650
 ext_server="basicConstraints=CA:FALSE
-subjectAltName=IP:127.0.0.1,DNS:localhost
+subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:cairn-1,DNS:cairn-2,DNS:cairn-3
 extendedKeyUsage=serverAuth,clientAuth"
 ext_client="basicConstraints=CA:FALSE
 extendedKeyUsage=clientAuth"

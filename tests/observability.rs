@@ -1167,28 +1167,76 @@ impl Query {
     }
 }
 
-#[test]
-fn compose_topology_runs_as_processes_under_a_real_prometheus() {
-    let compose: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(root().join("docker-compose.yml")).unwrap())
-            .unwrap();
-    let tmp = tempfile::tempdir().unwrap();
+/// A cairn service of the compose topology (built from this repository; prometheus and
+/// grafana are not: the tests run their own Prometheus). Every listener gets a free
+/// loopback port.
+struct Service {
+    svc: String,
+    env: Vec<(String, String)>,
+    ports: BTreeMap<String, u16>,
+    metrics: String,
+    healthcheck: Vec<String>,
+    /// Bind mounts: the path in the container -> the source as the compose file names it.
+    binds: Vec<(String, String)>,
+}
 
-    // The cairn services (built from this repository; prometheus and grafana are not: the
-    // test runs its own Prometheus below). Every listener gets a free loopback port.
-    struct Service {
-        svc: String,
-        env: Vec<(String, String)>,
-        ports: BTreeMap<String, u16>,
-        metrics: String,
-        healthcheck: Vec<String>,
+impl Service {
+    fn get(&self, key: &str) -> String {
+        let found = self.env.iter().find(|(k, _)| k == key);
+        found.map(|(_, v)| v.clone()).unwrap_or_default()
     }
-    impl Service {
-        fn get(&self, key: &str) -> String {
-            let found = self.env.iter().find(|(k, _)| k == key);
-            found.map(|(_, v)| v.clone()).unwrap_or_default()
+}
+
+/// The compose files merged as `docker compose -f a -f b` merges them: a later file's
+/// service environment keys win, its volumes are added.
+fn load_compose(files: &[&str]) -> serde_yaml::Value {
+    let read = |f: &str| -> serde_yaml::Value {
+        serde_yaml::from_str(&std::fs::read_to_string(root().join(f)).unwrap()).unwrap()
+    };
+    let mut merged = read(files[0]);
+    for f in &files[1..] {
+        let over = read(f);
+        for (svc, def) in over["services"].as_mapping().unwrap() {
+            let base = merged["services"]
+                .get_mut(svc)
+                .unwrap_or_else(|| panic!("{f}: {svc:?} is not a service of {}", files[0]));
+            for (k, v) in def["environment"].as_mapping().into_iter().flatten() {
+                base["environment"]
+                    .as_mapping_mut()
+                    .unwrap()
+                    .insert(k.clone(), v.clone());
+            }
+            for v in def["volumes"].as_sequence().into_iter().flatten() {
+                if base["volumes"].is_null() {
+                    base["volumes"] = serde_yaml::Value::Sequence(Vec::new());
+                }
+                base["volumes"].as_sequence_mut().unwrap().push(v.clone());
+            }
         }
     }
+    merged
+}
+
+/// The compose topology run as processes.
+struct Running {
+    services: Vec<Service>,
+    brokers: Vec<ComposeBroker>,
+    /// host:port in the scrape config -> where the process serves /metrics.
+    targets: BTreeMap<String, String>,
+    /// The listener each broker publishes to the host (advertised as localhost).
+    external: BTreeSet<String>,
+    /// Where clients on the host bootstrap: the first broker's published listener.
+    bootstrap: String,
+}
+
+/// Runs the cairn services of `compose` as processes in `tmp`, their addresses on the
+/// compose network rewritten to loopback and paths under a bind mount to `sources`' host
+/// path for its source, and waits until each passes its compose health check.
+fn run_compose(
+    compose: &serde_yaml::Value,
+    tmp: &Path,
+    sources: &BTreeMap<&str, PathBuf>,
+) -> Running {
     let mut services = Vec::new();
     // host:port on the compose network -> the listener and loopback port standing for it.
     let mut network: BTreeMap<(String, u16), Endpoint> = BTreeMap::new();
@@ -1237,6 +1285,19 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
             .iter()
             .map(|v| v.as_str().unwrap().to_string())
             .collect();
+        // `./source:/in/container[:ro]`; named volumes (the data dir) are not binds.
+        let binds = def["volumes"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| {
+                let mut parts = v.as_str()?.split(':');
+                let (source, target) = (parts.next()?, parts.next()?);
+                source
+                    .starts_with("./")
+                    .then(|| (target.to_string(), source.to_string()))
+            })
+            .collect();
         hosts.push(host);
         services.push(Service {
             svc,
@@ -1244,6 +1305,7 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
             ports,
             metrics: format!("127.0.0.1:{}", free_port()),
             healthcheck,
+            binds,
         });
     }
     assert!(
@@ -1264,9 +1326,24 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
             let v = match k.as_str() {
                 "KAFKA_LISTENERS" | "KAFKA_ADVERTISED_LISTENERS" => loopback_listeners(v, &s.ports),
                 "KAFKA_CONTROLLER_QUORUM_VOTERS" => loopback_voters(v, &network, &controller_names),
-                "KAFKA_LOG_DIRS" => tmp.path().join(&s.svc).display().to_string(),
+                "KAFKA_LOG_DIRS" => tmp.join(&s.svc).display().to_string(),
                 "KAFKA_METRICS_LISTENER" => s.metrics.clone(),
-                _ => v.to_string(),
+                _ => match s
+                    .binds
+                    .iter()
+                    .find(|(target, _)| v.starts_with(target.as_str()))
+                {
+                    Some((target, source)) => {
+                        let host = sources.get(source.as_str()).unwrap_or_else(|| {
+                            panic!(
+                                "{}: {k} is under {source}, which the test does not provide",
+                                s.svc
+                            )
+                        });
+                        format!("{}{}", host.display(), &v[target.len()..])
+                    }
+                    None => v.to_string(),
+                },
             };
             for h in &hosts {
                 assert!(
@@ -1290,7 +1367,7 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
             .unwrap()
             .to_string();
         targets.insert(format!("{}:{scrape_port}", s.svc), s.metrics.clone());
-        let log = tmp.path().join(format!("{}.log", s.svc));
+        let log = tmp.join(format!("{}.log", s.svc));
         cmd.env("CAIRN_LOG", "warn")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -1347,6 +1424,26 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
                 .then_some(())
         });
     }
+    Running {
+        services,
+        brokers,
+        targets,
+        external,
+        bootstrap,
+    }
+}
+
+#[test]
+fn compose_topology_runs_as_processes_under_a_real_prometheus() {
+    let compose = load_compose(&["docker-compose.yml"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let Running {
+        services,
+        mut brokers,
+        targets,
+        external,
+        bootstrap,
+    } = run_compose(&compose, tmp.path(), &BTreeMap::new());
     let n = services.len() as f64;
 
     // The repository's scrape config and rules, pointed at the processes, scraping every second.
@@ -1587,5 +1684,94 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
             "rule {} fires on a healthy cluster",
             r["name"]
         );
+    }
+}
+
+/// docker-compose.secure.yml over docker-compose.yml, as processes with the test
+/// certificates for ./secrets: the brokers replicate over SASL_SSL (acks=all to three
+/// replicas with min.insync.replicas 2 needs them to), clients log in with PLAIN on
+/// EXTERNAL, and the StandardAuthorizer refuses a user without ACLs.
+#[test]
+fn secured_compose_topology_replicates_over_sasl_ssl() {
+    run_ok(
+        Command::new(tool("check-jsonschema"))
+            .args(["--builtin-schema", "vendor.compose-spec"])
+            .arg(root().join("docker-compose.secure.yml")),
+    );
+    let compose = load_compose(&["docker-compose.yml", "docker-compose.secure.yml"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let sources = BTreeMap::from([("./secrets", common::test_certs().to_path_buf())]);
+    let running = run_compose(&compose, tmp.path(), &sources);
+    let kcat = |user: &str, password: &str, args: &[&str]| {
+        Command::new(tool("kcat"))
+            .args([
+                "-b",
+                &running.bootstrap,
+                "-X",
+                "security.protocol=SASL_PLAINTEXT",
+            ])
+            .args(["-X", "sasl.mechanisms=PLAIN", "-X"])
+            .arg(format!("sasl.username={user}"))
+            .arg("-X")
+            .arg(format!("sasl.password={password}"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // admin (a super user) writes with acks=all: three replicas, two must be in sync.
+    let input: String = (0..100).map(|i| format!("secured-{i}\n")).collect();
+    let mut p = kcat(
+        "admin",
+        "admin-secret",
+        &["-P", "-t", "secured", "-X", "acks=all"],
+    );
+    p.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = p.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = kcat(
+        "admin",
+        "admin-secret",
+        &["-C", "-t", "secured", "-e", "-o", "beginning"],
+    )
+    .wait_with_output()
+    .unwrap();
+    assert_eq!(String::from_utf8_lossy(&read.stdout), input);
+    // Every broker holds a replica that caught up: the ISR is all three.
+    let meta = kcat("admin", "admin-secret", &["-L", "-J", "-t", "secured"])
+        .wait_with_output()
+        .unwrap();
+    let meta: serde_json::Value = serde_json::from_slice(&meta.stdout).unwrap();
+    let isrs: BTreeSet<usize> = meta["topics"][0]["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["isrs"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(isrs, BTreeSet::from([3]), "{meta}");
+    // alice logs in but has no ACL: refused; a wrong password does not log in.
+    let alice = kcat(
+        "alice",
+        "alice-secret",
+        &["-C", "-t", "secured", "-e", "-o", "beginning"],
+    )
+    .wait_with_output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&alice.stderr);
+    assert!(!alice.status.success() && err.contains("authoriz"), "{err}");
+    let wrong = kcat("admin", "not-it", &["-L"]).wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        !wrong.status.success() && err.contains("uthentication"),
+        "{err}"
+    );
+    for mut b in running.brokers {
+        b.assert_running();
     }
 }
