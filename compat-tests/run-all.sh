@@ -41,7 +41,8 @@ trap 'stop_broker; rm -rf "$work"' EXIT
 # node's pid is broker_pid (checked for liveness), the others' are in cluster_pids. With
 # $2=secured the brokers reach each other on a SASL_SSL listener of their own (mutual TLS,
 # PLAIN as User:broker, the StandardAuthorizer on; the clients' PLAINTEXT ANONYMOUS is a
-# super user too): every follower fetch and share-state call goes through it.
+# super user too): every follower fetch and share-state call goes through it; the quorum
+# runs over mutual TLS on the controller listeners.
 start_cluster() { # $1: suite name, $2: secured or nothing
   local i ports=() ctrl=() secure=() voters=()
   for i in 1 2 3; do ports+=("$(free_port)"); ctrl+=("$(free_port)"); secure+=("$(free_port)"); done
@@ -56,11 +57,12 @@ start_cluster() { # $1: suite name, $2: secured or nothing
     if [ "${2:-}" = secured ]; then
       extra=(--override "listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport,CONTROLLER://127.0.0.1:$cport"
         --override "advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport"
-        --override "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT"
+        --override "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:SSL"
         --override inter.broker.listener.name=SASL_SSL
         --override "ssl.keystore.location=$certs/broker.p12" --override ssl.keystore.password=broker-pass
         --override "ssl.truststore.location=$certs/ca.p12" --override ssl.truststore.password=trust-pass
         --override listener.name.sasl_ssl.ssl.client.auth=required
+        --override listener.name.controller.ssl.client.auth=required
         --override sasl.enabled.mechanisms=PLAIN --override sasl.mechanism.inter.broker.protocol=PLAIN
         --override 'listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";'
         --override authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer

@@ -164,16 +164,18 @@ impl Broker {
 
     /// Starts this node's voter of the metadata quorum (listening for the other voters on
     /// `listener`, when there are any) and joins the cluster as a broker (once, at start),
-    /// reaching the other brokers through `dial`.
+    /// reaching the other brokers through `dial`, and the other voters over TLS when
+    /// `quorum_tls` is given.
     /// An empty metadata log is seeded with this data dir's cluster id and, for a data dir
     /// of an earlier single-node release, its topics and group state.
     pub async fn start_cluster(
         self: &Arc<Self>,
         listener: Option<tokio::net::TcpListener>,
         dial: crate::replication::dial::Dialer,
+        quorum_tls: Option<crate::tls::Mutual>,
     ) -> anyhow::Result<Arc<Cluster>> {
         let seed = self.seed();
-        let controller = ControllerNode::start(&self.config, listener, seed).await?;
+        let controller = ControllerNode::start(&self.config, listener, seed, quorum_tls).await?;
         let node = Node {
             config: self.config.clone(),
             catalog: self.catalog.clone(),

@@ -137,6 +137,9 @@ pub struct Config {
     /// The TLS settings of each client listener whose protocol is SSL or SASL_SSL, by
     /// listener name.
     pub ssl: BTreeMap<String, ssl::Ssl>,
+    /// The TLS settings of an SSL controller listener: the quorum's connections (between
+    /// voters, and brokers' requests to the controller) use both of its sides.
+    pub controller_ssl: Option<ssl::Ssl>,
     /// What each SASL_PLAINTEXT or SASL_SSL client listener accepts, by listener name.
     pub sasl: BTreeMap<String, std::sync::Arc<crate::security::sasl::Accepted>>,
     /// How this broker logs in to the others, in a cluster whose inter-broker listener is
@@ -373,7 +376,7 @@ impl Config {
         let cluster = cluster::parse(&p, node_id, &listeners)?;
         let (group_min_session_timeout_ms, group_max_session_timeout_ms) = group_sessions(&p)?;
         let log_cleaner_io_bytes_per_sec = check_cleaner_defaults(&p)?;
-        let ssl = tls_listeners(&p, &listeners)?;
+        let (ssl, controller_ssl) = tls_listeners(&p, &listeners)?;
         let sasl = sasl_listeners(&p, &listeners)?;
         let inter_broker_login = inter_broker_login(&p, &cluster, &listeners, &sasl)?;
         Ok(Config {
@@ -382,6 +385,7 @@ impl Config {
             advertised_listeners: listeners.advertised,
             listener_security_protocol_map: listeners.protocol_map,
             ssl,
+            controller_ssl,
             sasl,
             inter_broker_login,
             authorizer: authorizer(&p)?,
@@ -555,33 +559,40 @@ fn group_sessions(p: &Props<'_>) -> Result<(u64, u64), ConfigError> {
     Ok((min, max))
 }
 
-/// The `ssl.*` settings of every SSL or SASL_SSL client listener. The quorum speaks neither
-/// TLS nor SASL yet: a controller listener that is not PLAINTEXT is refused with that said.
+/// The `ssl.*` settings of every SSL or SASL_SSL client listener, and of an SSL controller
+/// listener. The quorum speaks TLS but not SASL: a SASL controller listener is refused with
+/// that said.
 fn tls_listeners(
     p: &Props<'_>,
     listeners: &cluster::Listeners,
-) -> Result<BTreeMap<String, ssl::Ssl>, ConfigError> {
+) -> Result<(BTreeMap<String, ssl::Ssl>, Option<ssl::Ssl>), ConfigError> {
     let protocol = |name: &str| listeners.protocol_map.get(name).map(String::as_str);
-    if let Some(l) = listeners
-        .controller
-        .iter()
-        .find(|l| protocol(&l.name) != Some("PLAINTEXT"))
-    {
-        return Err(invalid(
-            "listener.security.protocol.map",
-            p.text("listener.security.protocol.map"),
-            &format!(
-                "controller listener {} is not PLAINTEXT; the quorum speaks PLAINTEXT only for now",
-                l.name
-            ),
-        ));
+    let mut controller = None;
+    for l in &listeners.controller {
+        match protocol(&l.name) {
+            Some("SSL") => controller = Some(ssl::parse(p, &l.name)?),
+            Some("PLAINTEXT") => {}
+            _ => {
+                return Err(invalid(
+                    "listener.security.protocol.map",
+                    p.text("listener.security.protocol.map"),
+                    &format!(
+                        "controller listener {} is neither PLAINTEXT nor SSL; the quorum speaks \
+                         TLS (SSL, with ssl.client.auth=required to admit only nodes with a \
+                         trusted certificate) but not SASL",
+                        l.name
+                    ),
+                ))
+            }
+        }
     }
-    listeners
+    let client = listeners
         .client
         .iter()
         .filter(|l| matches!(protocol(&l.name), Some("SSL" | "SASL_SSL")))
         .map(|l| Ok((l.name.clone(), ssl::parse(p, &l.name)?)))
-        .collect()
+        .collect::<Result<_, ConfigError>>()?;
+    Ok((client, controller))
 }
 
 /// What every SASL_PLAINTEXT or SASL_SSL client listener accepts.
@@ -779,9 +790,17 @@ mod tests {
         let c = load(&cluster).unwrap();
         assert_eq!(c.inter_broker_listener(), "SSL");
         assert!(c.inter_broker_login.is_none());
-        cluster.push("listener.security.protocol.map=SSL:SSL,CONTROLLER:SSL");
+        cluster.push("listener.security.protocol.map=SSL:SSL,CONTROLLER:SASL_SSL");
         let e = load(&cluster).unwrap_err().to_string();
         assert!(e.contains("controller listener CONTROLLER"), "{e}");
+        // The quorum over TLS: the controller listener's own settings.
+        cluster.push("listener.security.protocol.map=SSL:SSL,CONTROLLER:SSL");
+        cluster.push("listener.name.controller.ssl.client.auth=required");
+        cluster.push("ssl.truststore.location=/t.p12");
+        let c = load(&cluster).unwrap();
+        let quorum = c.controller_ssl.unwrap();
+        assert_eq!(quorum.client_auth, ClientAuth::Required);
+        assert!(c.ssl["SSL"].client_auth == ClientAuth::None);
     }
 
     #[test]

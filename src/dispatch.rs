@@ -365,7 +365,7 @@ mod tests {
             Broker::with_stores(config, APIS, store.clone(), dirs, store, Vec::new()).unwrap();
         // The metadata quorum of one (its Raft log in the temp dir) decides the topic.
         let dial = crate::replication::dial::Dialer::new(&broker.config).unwrap();
-        let cluster = broker.start_cluster(None, dial).await.unwrap();
+        let cluster = broker.start_cluster(None, dial, None).await.unwrap();
         cluster.await_running().await;
         broker.auto_create("t").await.unwrap();
         let conn = Connection {

@@ -72,6 +72,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // And the controller listener's, when the quorum speaks TLS.
+    let quorum_tls = match (
+        &config.controller_ssl,
+        config.cluster.controller_listeners.first(),
+    ) {
+        (Some(s), Some(l)) => match cairn::tls::Mutual::load(&l.name, s) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                eprintln!("cairn: configuration error: {e:#}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => None,
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -82,7 +96,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(config, tls, dial, started)) {
+    match runtime.block_on(run(config, tls, dial, quorum_tls, started)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cairn: {e:#}");
@@ -95,6 +109,7 @@ async fn run(
     config: Config,
     tls: BTreeMap<String, cairn::server::tls::Tls>,
     dial: cairn::replication::dial::Dialer,
+    quorum_tls: Option<cairn::tls::Mutual>,
     started: Instant,
 ) -> anyhow::Result<()> {
     let log_dirs = config.log_dirs.clone();
@@ -121,7 +136,9 @@ async fn run(
         ),
         _ => None,
     };
-    let cluster = broker.start_cluster(controller_listener, dial).await?;
+    let cluster = broker
+        .start_cluster(controller_listener, dial, quorum_tls)
+        .await?;
     let listeners = cairn::server::bind(&broker, tls).await?;
     for l in &listeners {
         broker.metrics.listener_bound(&l.name);

@@ -19,6 +19,58 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, S
 
 use crate::config::ssl::{self, ClientAuth, Ssl, Store, StoreKind, StoreSource};
 
+/// A connection, plaintext or TLS.
+pub trait Conn: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync> Conn for T {}
+
+pub type Stream = Box<dyn Conn>;
+
+/// TCP to `addr` (`host:port`), then a TLS handshake with `tls` when given, the host
+/// checked against the certificate. A failed handshake is a `PermissionDenied` error.
+pub async fn connect(
+    addr: &str,
+    tls: Option<&tokio_rustls::TlsConnector>,
+) -> std::io::Result<Stream> {
+    use std::io::{Error, ErrorKind};
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    let _ = tcp.set_nodelay(true);
+    let Some(tls) = tls else {
+        return Ok(Box::new(tcp));
+    };
+    let host = addr
+        .rsplit_once(':')
+        .map_or(addr, |(h, _)| h)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let name = ServerName::try_from(host.to_string())
+        .map_err(|e| Error::new(ErrorKind::InvalidInput, e))?;
+    match tls.connect(name, tcp).await {
+        Ok(s) => Ok(Box::new(s)),
+        Err(e) => Err(Error::new(
+            ErrorKind::PermissionDenied,
+            format!("TLS handshake with {addr}: {e}"),
+        )),
+    }
+}
+
+/// Both sides of TLS on one listener, for connections among the nodes themselves (the
+/// controller quorum): each node accepts with the listener's server side and dials with
+/// its client side.
+#[derive(Clone)]
+pub struct Mutual {
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    pub connector: tokio_rustls::TlsConnector,
+}
+
+impl Mutual {
+    pub fn load(name: &str, s: &Ssl) -> anyhow::Result<Mutual> {
+        Ok(Mutual {
+            acceptor: Arc::new(server_config(name, s)?).into(),
+            connector: Arc::new(client_config(name, s)?).into(),
+        })
+    }
+}
+
 /// The first four bytes of a Java KeyStore (JKS) file.
 const JKS_MAGIC: [u8; 4] = [0xFE, 0xED, 0xFE, 0xED];
 

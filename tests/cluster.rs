@@ -39,8 +39,9 @@ impl Cluster {
         Cluster::launch(overrides, false)
     }
 
-    /// A cluster whose brokers replicate over a SASL_SSL listener of their own (`overrides`
-    /// say how it is secured); the tests' clients use the PLAINTEXT one.
+    /// A cluster whose brokers replicate over a SASL_SSL listener of their own and whose
+    /// quorum speaks TLS (`overrides` say how both are secured); the tests' clients use the
+    /// PLAINTEXT listener.
     fn start_secured(overrides: &[&str]) -> Cluster {
         Cluster::launch(overrides, true)
     }
@@ -82,7 +83,7 @@ impl Cluster {
                 if secured {
                     all.extend_from_slice(&[
                         "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,\
-                         CONTROLLER:PLAINTEXT",
+                         CONTROLLER:SSL",
                         "inter.broker.listener.name=SASL_SSL",
                     ]);
                 }
@@ -320,7 +321,8 @@ fn a_follower_copies_a_compacted_log_with_its_gaps() {
 
 /// Brokers replicate over SASL_SSL: mutual TLS (each presents the listener's keystore and
 /// checks the others against its truststore, host names included), then a SCRAM-SHA-512
-/// login as `broker`, a super user of the authorizer. Until that user's credential exists
+/// login as `broker`, a super user of the authorizer; the controller quorum runs over mutual
+/// TLS too. Until that user's credential exists
 /// the followers cannot log in, copy nothing, and acks=all times out; once an admin creates
 /// it (over the controller quorum, which does not need the inter-broker listener) they log
 /// in and catch up, the record written before included.
@@ -344,6 +346,7 @@ fn brokers_replicate_over_sasl_ssl_once_they_can_log_in() {
     settings.extend(
         [
             "listener.name.sasl_ssl.ssl.client.auth=required",
+            "listener.name.controller.ssl.client.auth=required",
             "sasl.enabled.mechanisms=SCRAM-SHA-512",
             "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.\

@@ -182,8 +182,20 @@ func warm(ctx context.Context, admin *kgo.Client) {
 		fc := kmsg.NewPtrFindCoordinatorRequest()
 		fc.CoordinatorKey, fc.CoordinatorKeys = "g-warm", []string{"g-warm"}
 		c, cerr := fc.RequestWith(ctx, admin)
+		// Each group the matrix names lives on its own __consumer_offsets partition, which
+		// a loaded broker may still be loading: every one must answer DescribeGroups
+		// without a coordinator error (14, 15, 16) first.
+		dg := kmsg.NewPtrDescribeGroupsRequest()
+		dg.Groups = []string{"g-a", "g-bob", "g-del", "other", "g-share"}
+		d, derr := dg.RequestWith(ctx, admin)
+		loaded := derr == nil
+		if loaded {
+			for _, g := range d.Groups {
+				loaded = loaded && g.ErrorCode != 14 && g.ErrorCode != 15 && g.ErrorCode != 16
+			}
+		}
 		if err == nil && r.ErrorCode == 0 && cerr == nil && c.ErrorCode == 0 &&
-			(len(c.Coordinators) == 0 || c.Coordinators[0].ErrorCode == 0) {
+			(len(c.Coordinators) == 0 || c.Coordinators[0].ErrorCode == 0) && loaded {
 			return
 		}
 		if time.Since(start) > time.Minute {

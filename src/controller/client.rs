@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use tokio::net::TcpStream;
 use tokio::time::Instant;
+use tokio_rustls::TlsConnector;
 
 use super::network::{read_frame, write_frame, Reply, Rpc};
 use super::rpc::{BrokerReply, BrokerRequest};
@@ -22,6 +22,8 @@ pub struct ControllerClient {
     /// The other voters, reached over the network.
     voters: Vec<Voter>,
     leader: std::sync::Mutex<Option<i32>>,
+    /// The controller listener's client side, when it speaks TLS.
+    tls: Option<TlsConnector>,
 }
 
 impl ControllerClient {
@@ -32,6 +34,7 @@ impl ControllerClient {
             .cloned()
             .collect();
         ControllerClient {
+            tls: local.tls.as_ref().map(|t| t.connector.clone()),
             local,
             voters,
             leader: std::sync::Mutex::new(None),
@@ -46,12 +49,12 @@ impl ControllerClient {
         *self.leader.lock().unwrap_or_else(|e| e.into_inner()) = id;
     }
 
-    async fn call_one(voter: &Voter, req: &BrokerRequest) -> std::io::Result<BrokerReply> {
+    async fn call_one(&self, voter: &Voter, req: &BrokerRequest) -> std::io::Result<BrokerReply> {
         let addr = format!("{}:{}", voter.host, voter.port);
-        let mut s = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(&addr))
+        let connect = crate::tls::connect(&addr, self.tls.as_ref());
+        let mut s = tokio::time::timeout(Duration::from_secs(2), connect)
             .await
             .map_err(|_| std::io::Error::other(format!("connecting to {addr} timed out")))??;
-        let _ = s.set_nodelay(true);
         write_frame(&mut s, &Rpc::Broker(req.clone())).await?;
         match read_frame(&mut s).await? {
             Reply::Broker(r) => Ok(r),
@@ -97,7 +100,7 @@ impl ControllerClient {
             // A voter that is stopped (SIGSTOP, a hung host) still accepts connections, so
             // each attempt is bounded well under a broker session; then the next voter.
             let attempt = deadline.min(Instant::now() + ATTEMPT_TIMEOUT);
-            let answer = tokio::time::timeout_at(attempt, Self::call_one(&voter, &req))
+            let answer = tokio::time::timeout_at(attempt, self.call_one(&voter, &req))
                 .await
                 .unwrap_or_else(|_| {
                     Err(std::io::Error::new(

@@ -72,7 +72,7 @@ mod quorum_tests {
         .await
         .unwrap();
         let (stop, rx) = watch::channel(false);
-        tokio::spawn(network::serve(listener, raft.clone(), None, rx));
+        tokio::spawn(network::serve(listener, None, raft.clone(), None, rx));
         Voter {
             raft,
             image,

@@ -1,6 +1,6 @@
-//! Raft RPCs between controllers over TCP on the controller listener: a 4-byte length and a
-//! JSON body per message, one request and its answer at a time per connection, the
-//! connection kept for the next call and re-dialled after any failure.
+//! Raft RPCs between controllers over TCP on the controller listener (TLS when it is SSL): a
+//! 4-byte length and a JSON body per message, one request and its answer at a time per
+//! connection, the connection kept for the next call and re-dialled after any failure.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,9 +17,12 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, Raft};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+use crate::tls::Stream;
 
 use super::raft::{NodeId, TypeConfig};
 use super::rpc::{BrokerReply, BrokerRequest};
@@ -48,7 +51,10 @@ pub(crate) enum Reply {
 pub type BrokerHandler =
     Arc<dyn Fn(BrokerRequest) -> BoxFuture<'static, BrokerReply> + Send + Sync>;
 
-pub(crate) async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> std::io::Result<()> {
+pub(crate) async fn write_frame<T: Serialize>(
+    s: &mut (impl AsyncWrite + Unpin),
+    msg: &T,
+) -> std::io::Result<()> {
     let body = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
     s.write_all(&(body.len() as u32).to_be_bytes()).await?;
     s.write_all(&body).await?;
@@ -56,7 +62,7 @@ pub(crate) async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> std
 }
 
 pub(crate) async fn read_frame<T: for<'de> Deserialize<'de>>(
-    s: &mut TcpStream,
+    s: &mut (impl AsyncRead + Unpin),
 ) -> std::io::Result<T> {
     let len = s.read_u32().await? as usize;
     if len > FRAME_BYTES_MAX {
@@ -75,6 +81,8 @@ pub(crate) async fn read_frame<T: for<'de> Deserialize<'de>>(
 #[derive(Default, Clone)]
 pub struct Network {
     pub addrs: BTreeMap<NodeId, String>,
+    /// The controller listener's client side, when it speaks TLS.
+    pub tls: Option<TlsConnector>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -88,6 +96,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
                 .get(&target)
                 .cloned()
                 .unwrap_or_else(|| node.addr.clone()),
+            tls: self.tls.clone(),
             conn: None,
         }
     }
@@ -96,7 +105,8 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 pub struct Peer {
     target: NodeId,
     addr: String,
-    conn: Option<TcpStream>,
+    tls: Option<TlsConnector>,
+    conn: Option<Stream>,
 }
 
 /// Why a call did not get an answer.
@@ -109,10 +119,14 @@ impl Peer {
     async fn call(&mut self, rpc: &Rpc, ttl: Duration) -> Result<Reply, CallError> {
         let result = tokio::time::timeout(ttl, async {
             if self.conn.is_none() {
-                let s = TcpStream::connect(&self.addr)
+                let s = crate::tls::connect(&self.addr, self.tls.as_ref())
                     .await
-                    .map_err(CallError::Unreachable)?;
-                let _ = s.set_nodelay(true);
+                    .map_err(|e| {
+                        if e.kind() == std::io::ErrorKind::PermissionDenied {
+                            tracing::warn!(voter = self.target, error = %e, "cannot reach a voter");
+                        }
+                        CallError::Unreachable(e)
+                    })?;
                 self.conn = Some(s);
             }
             let s = self.conn.as_mut().expect("connected above");
@@ -207,9 +221,11 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 }
 
 /// Answers Raft RPCs from other voters, and brokers' requests with `brokers` (refused when
-/// absent), until `stop` turns true.
+/// absent), until `stop` turns true; over TLS with `tls`, where a failed handshake closes
+/// that connection only.
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<TlsAcceptor>,
     raft: Raft<TypeConfig>,
     brokers: Option<BrokerHandler>,
     mut stop: watch::Receiver<bool>,
@@ -230,7 +246,26 @@ pub async fn serve(
         let raft = raft.clone();
         let stop = stop.clone();
         let brokers = brokers.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
+            let _ = stream.set_nodelay(true);
+            let stream: Stream = match tls {
+                None => Box::new(stream),
+                Some(tls) => {
+                    let handshake = tls.accept(stream);
+                    match tokio::time::timeout(Duration::from_secs(10), handshake).await {
+                        Ok(Ok(s)) => Box::new(s),
+                        Ok(Err(e)) => {
+                            tracing::warn!(peer = %peer, error = %e, "controller listener: failed tls handshake");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::warn!(peer = %peer, "controller listener: no tls handshake in 10 s");
+                            return;
+                        }
+                    }
+                }
+            };
             if let Err(e) = connection(stream, &raft, brokers, stop).await {
                 tracing::debug!(peer = %peer, error = %e, "controller connection closed");
             }
@@ -239,12 +274,11 @@ pub async fn serve(
 }
 
 async fn connection(
-    mut s: TcpStream,
+    mut s: Stream,
     raft: &Raft<TypeConfig>,
     brokers: Option<BrokerHandler>,
     mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let _ = s.set_nodelay(true);
     loop {
         let rpc: Rpc = tokio::select! {
             r = read_frame(&mut s) => r?,

@@ -41,6 +41,8 @@ pub struct ControllerNode {
     unclean_default: bool,
     /// Unclean elections this node decided as the active controller.
     unclean_elections: AtomicU64,
+    /// TLS on the controller listener: how brokers' requests reach the other voters.
+    pub(crate) tls: Option<crate::tls::Mutual>,
 }
 
 /// The first records of a new metadata log (see [`ControllerNode::start`]).
@@ -68,6 +70,7 @@ impl ControllerNode {
         config: &Config,
         listener: Option<TcpListener>,
         seed: Seed,
+        tls: Option<crate::tls::Mutual>,
     ) -> anyhow::Result<Arc<Self>> {
         let dir = config.log_dirs[0].join(METADATA_DIR);
         let db = open_db(Path::new(&dir))
@@ -97,6 +100,7 @@ impl ControllerNode {
                 .filter(|(id, _)| *id != config.node_id as u64)
                 .cloned()
                 .collect(),
+            tls: tls.as_ref().map(|t| t.connector.clone()),
         };
         let raft = Raft::new(
             config.node_id as u64,
@@ -123,6 +127,7 @@ impl ControllerNode {
             rebalance: config.cluster.auto_leader_rebalance,
             unclean_default: config.cluster.unclean_leader_election_enable,
             unclean_elections: AtomicU64::new(0),
+            tls: tls.clone(),
         });
         if let Some(listener) = listener {
             let handler: BrokerHandler = {
@@ -134,6 +139,7 @@ impl ControllerNode {
             };
             tokio::spawn(network::serve(
                 listener,
+                tls.map(|t| t.acceptor),
                 raft.clone(),
                 Some(handler),
                 stop_rx.clone(),

@@ -14,9 +14,7 @@ use kafka_protocol::messages::{
     SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
-use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::AsyncWriteExt;
 use tokio_rustls::TlsConnector;
 
 use crate::config::sasl::Login;
@@ -24,11 +22,7 @@ use crate::config::Config;
 use crate::security::scram;
 use crate::wire::{self, frame::FrameReader};
 
-/// A connection to another broker, plaintext or TLS.
-pub trait Conn: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Conn for T {}
-
-pub type Stream = Box<dyn Conn>;
+pub use crate::tls::Stream;
 
 /// The largest answer read while logging in.
 const LOGIN_ANSWER_BYTES_MAX: usize = 1 << 20;
@@ -67,30 +61,15 @@ impl Dialer {
     /// A connection to `addr` (`host:port` on the inter-broker listener), logged in. A
     /// failed TLS handshake or a refused login is a `PermissionDenied` error, saying why.
     pub async fn connect(&self, addr: &str) -> io::Result<Stream> {
-        let tcp = TcpStream::connect(addr).await?;
-        let _ = tcp.set_nodelay(true);
-        let mut stream: Stream = match &self.tls {
-            None => Box::new(tcp),
-            Some(tls) => {
-                let host = addr
-                    .rsplit_once(':')
-                    .map_or(addr, |(h, _)| h)
-                    .trim_start_matches('[')
-                    .trim_end_matches(']');
-                let name = ServerName::try_from(host.to_string())
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-                let tls = tls.connect(name, tcp).await.map_err(|e| {
-                    io::Error::new(
-                        io::ErrorKind::PermissionDenied,
-                        format!(
-                            "TLS handshake with {addr} on listener {}: {e}",
-                            self.listener
-                        ),
-                    )
-                })?;
-                Box::new(tls)
-            }
-        };
+        let mut stream = crate::tls::connect(addr, self.tls.as_ref())
+            .await
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::PermissionDenied => io::Error::new(
+                    e.kind(),
+                    format!("{e} (inter-broker listener {})", self.listener),
+                ),
+                _ => e,
+            })?;
         if let Some(login) = &self.login {
             log_in(&mut stream, login, &self.salted)
                 .await
