@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tokio_rustls::TlsConnector;
 
 use super::network::{read_frame, write_frame, Reply, Rpc};
 use super::rpc::{BrokerReply, BrokerRequest};
@@ -22,8 +21,6 @@ pub struct ControllerClient {
     /// The other voters, reached over the network.
     voters: Vec<Voter>,
     leader: std::sync::Mutex<Option<i32>>,
-    /// The controller listener's client side, when it speaks TLS.
-    tls: Option<TlsConnector>,
 }
 
 impl ControllerClient {
@@ -34,7 +31,6 @@ impl ControllerClient {
             .cloned()
             .collect();
         ControllerClient {
-            tls: local.tls.as_ref().map(|t| t.connector.clone()),
             local,
             voters,
             leader: std::sync::Mutex::new(None),
@@ -51,7 +47,9 @@ impl ControllerClient {
 
     async fn call_one(&self, voter: &Voter, req: &BrokerRequest) -> std::io::Result<BrokerReply> {
         let addr = format!("{}:{}", voter.host, voter.port);
-        let connect = crate::tls::connect(&addr, self.tls.as_ref());
+        // The controller listener's client side, when it speaks TLS.
+        let tls = self.local.tls.as_ref().map(|t| &t.connector);
+        let connect = crate::tls::connect(&addr, tls);
         let mut s = tokio::time::timeout(Duration::from_secs(2), connect)
             .await
             .map_err(|_| std::io::Error::other(format!("connecting to {addr} timed out")))??;
