@@ -207,16 +207,18 @@ fn before_authentication(broker: &Arc<Broker>, ctx: &Connection, frame: &Bytes) 
         let key = frame.get(0..2).map(|k| i16::from_be_bytes([k[0], k[1]]));
         let api = key.map(ApiKey::try_from);
         let now = crate::clock::now_ms();
-        if s.expired(now) {
+        // A SaslHandshake begins a re-authentication even after the session's end, as in
+        // Kafka's Processor: a client waits for its requests in flight (a JoinGroup held
+        // for the group's rebalance, say) before it sends one.
+        if matches!(api, Some(Ok(ApiKey::SaslHandshake))) && s.begin_reauthentication(now) {
+            tracing::debug!(peer = %ctx.peer, listener = %ctx.listener, "sasl re-authentication begins");
+        } else if s.expired(now) {
             broker.metrics.session_expired(&ctx.listener);
             return Some(Outcome::Close(
                 "SASL session expired: the client did not re-authenticate within \
                  connections.max.reauth.ms or its credential's lifetime"
                     .to_string(),
             ));
-        }
-        if matches!(api, Some(Ok(ApiKey::SaslHandshake))) && s.begin_reauthentication(now) {
-            tracing::debug!(peer = %ctx.peer, listener = %ctx.listener, "sasl re-authentication begins");
         }
         (s.expects_raw_token(), s.authenticated(), api)
     };
