@@ -26,6 +26,8 @@ const NODES: [i32; 3] = [1, 2, 3];
 
 struct Cluster {
     nodes: Vec<Broker>,
+    /// Each node's metrics listener (secured clusters only).
+    metrics: Vec<std::net::SocketAddr>,
     _tmp: tempfile::TempDir,
 }
 
@@ -51,6 +53,17 @@ impl Cluster {
         let ports: Vec<u16> = NODES.iter().map(|_| common::free_port()).collect();
         let sasl_ssl: Vec<u16> = NODES.iter().map(|_| common::free_port()).collect();
         let ctrl: Vec<u16> = NODES.iter().map(|_| common::free_port()).collect();
+        let metrics: Vec<std::net::SocketAddr> = match secured {
+            true => NODES
+                .iter()
+                .map(|_| {
+                    format!("127.0.0.1:{}", common::free_port())
+                        .parse()
+                        .unwrap()
+                })
+                .collect(),
+            false => Vec::new(),
+        };
         let voters: Vec<String> = NODES
             .iter()
             .zip(&ctrl)
@@ -72,6 +85,10 @@ impl Cluster {
                 );
                 let advertised =
                     format!("advertised.listeners=PLAINTEXT://127.0.0.1:{port}{secure}");
+                let metrics_listener = metrics
+                    .get(k)
+                    .map(|m| format!("metrics.listener={m}"))
+                    .unwrap_or_else(|| "metrics.listener=none".to_string());
                 let mut all = vec![
                     node.as_str(),
                     "process.roles=broker,controller",
@@ -79,6 +96,7 @@ impl Cluster {
                     "controller.listener.names=CONTROLLER",
                     &listeners,
                     &advertised,
+                    &metrics_listener,
                 ];
                 if secured {
                     all.extend_from_slice(&[
@@ -94,7 +112,11 @@ impl Cluster {
         for n in &mut nodes {
             n.await_listening();
         }
-        Cluster { nodes, _tmp: tmp }
+        Cluster {
+            nodes,
+            metrics,
+            _tmp: tmp,
+        }
     }
 
     fn node(&self, id: i32) -> &Broker {
@@ -357,6 +379,9 @@ fn brokers_replicate_over_sasl_ssl_once_they_can_log_in() {
             "super.users=User:broker;User:ANONYMOUS",
             // Followers that cannot log in stay in the ISR: acks=all waits for them.
             "replica.lag.time.max.ms=600000",
+            // The brokers' sessions last 2 s: the followers' fetchers log in again on their
+            // connection before that (KIP-368), as Kafka's brokers do.
+            "listener.name.sasl_ssl.connections.max.reauth.ms=2000",
         ]
         .map(String::from),
     );
@@ -412,6 +437,30 @@ fn brokers_replicate_over_sasl_ssl_once_they_can_log_in() {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+
+    // The followers keep fetching from node 1 over sessions of 2 s: each re-authenticates
+    // on its connection, and node 1 never has to close one for an ended session.
+    let count = |name: &str| {
+        let (_, text) = common::http_get(cluster.metrics[0], "/metrics");
+        common::metric_value(&text, name, &[("listener", "SASL_SSL")]).unwrap_or(0.0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while count("kafka_server_socket_server_metrics_successful_reauthentication_total") < 4.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the followers did not re-authenticate"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        count("kafka_server_socket_server_metrics_expired_connections_killed_count"),
+        0.0,
+        "a follower's session ended unrenewed"
+    );
+    assert_eq!(
+        count("kafka_server_socket_server_metrics_failed_reauthentication_total"),
+        0.0
+    );
 }
 
 /// Creates `topic` with one partition on `replicas` (the first leads) and `configs`,

@@ -5,16 +5,20 @@
 //! `sasl.mechanism.inter.broker.protocol` (SaslHandshake v1, SaslAuthenticate v2) as the
 //! user of the listener's login module. The other broker sees this broker's principal,
 //! which the authorizer must let do CLUSTER_ACTION (a super user, as in Kafka's guides).
+//! When the other broker gives the session a lifetime (`connections.max.reauth.ms`,
+//! KIP-368), a connection kept open (a follower's fetcher) logs in again on the same
+//! connection before it ends, as Kafka's brokers do.
 
 use std::io;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{
     ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
     SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio_rustls::TlsConnector;
 
 use crate::config::sasl::Login;
@@ -61,6 +65,12 @@ impl Dialer {
     /// A connection to `addr` (`host:port` on the inter-broker listener), logged in. A
     /// failed TLS handshake or a refused login is a `PermissionDenied` error, saying why.
     pub async fn connect(&self, addr: &str) -> io::Result<Stream> {
+        self.connect_for_long(addr).await.map(|(stream, _)| stream)
+    }
+
+    /// As `connect`, for a connection kept open: also when to log in again
+    /// (`log_in_again`), if the other broker gave the session a lifetime.
+    pub async fn connect_for_long(&self, addr: &str) -> io::Result<(Stream, Option<Instant>)> {
         let mut stream = crate::tls::connect(addr, self.tls.as_ref())
             .await
             .map_err(|e| match e.kind() {
@@ -70,27 +80,63 @@ impl Dialer {
                 ),
                 _ => e,
             })?;
-        if let Some(login) = &self.login {
-            log_in(&mut stream, login, &self.salted)
-                .await
-                .map_err(|why| {
-                    io::Error::new(
-                        io::ErrorKind::PermissionDenied,
-                        format!(
-                            "logging in to {addr} on listener {} as {} with {}: {why}",
-                            self.listener, login.username, login.mechanism
-                        ),
-                    )
-                })?;
+        let mut again = None;
+        if self.login.is_some() {
+            let (rd, mut out) = tokio::io::split(&mut stream);
+            let mut frames = FrameReader::new(rd, LOGIN_ANSWER_BYTES_MAX);
+            again = self.log_in_again(addr, &mut frames, &mut out).await?;
         }
-        Ok(stream)
+        Ok((stream, again))
+    }
+
+    /// Logs in over a connection's frames and writer: at its start, and again before the
+    /// session the other broker granted ends (a SaslHandshake then begins a
+    /// re-authentication there). Returns when to log in again: at 90% of the session's
+    /// lifetime, as Kafka's clients do between 85% and 95%. No login configured: `None`.
+    pub async fn log_in_again<R, W>(
+        &self,
+        addr: &str,
+        frames: &mut FrameReader<R>,
+        out: &mut W,
+    ) -> io::Result<Option<Instant>>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        let Some(login) = &self.login else {
+            return Ok(None);
+        };
+        let lifetime_ms = log_in(frames, out, login, &self.salted)
+            .await
+            .map_err(|why| {
+                io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "logging in to {addr} on listener {} as {} with {}: {why}",
+                        self.listener, login.username, login.mechanism
+                    ),
+                )
+            })?;
+        Ok((lifetime_ms > 0)
+            .then(|| Instant::now() + Duration::from_millis(lifetime_ms as u64 * 9 / 10)))
     }
 }
 
-/// SaslHandshake, then SaslAuthenticate until the mechanism is done.
-async fn log_in(stream: &mut Stream, login: &Login, cache: &Salted) -> Result<(), String> {
+/// SaslHandshake, then SaslAuthenticate until the mechanism is done: the session's
+/// lifetime in ms (0: none).
+async fn log_in<R, W>(
+    frames: &mut FrameReader<R>,
+    out: &mut W,
+    login: &Login,
+    cache: &Salted,
+) -> Result<i64, String>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let handshake: SaslHandshakeResponse = exchange(
-        stream,
+        frames,
+        out,
         ApiKey::SaslHandshake,
         1,
         &SaslHandshakeRequest::default().with_mechanism(wire::str_bytes(&login.mechanism)),
@@ -109,15 +155,15 @@ async fn log_in(stream: &mut Stream, login: &Login, cache: &Salted) -> Result<()
                 .join(",")
         ));
     }
-    match scram::Mechanism::from_name(&login.mechanism) {
+    let done = match scram::Mechanism::from_name(&login.mechanism) {
         None => {
             let token = format!("\0{}\0{}", login.username, login.password);
-            authenticate(stream, token.into_bytes()).await?;
+            authenticate(frames, out, token.into_bytes()).await?
         }
         Some(m) => {
             let nonce = scram::nonce();
             let mut client = scram::Client::new(m, &login.username, &login.password, &nonce);
-            let server_first = authenticate(stream, client.first().into_bytes()).await?;
+            let server_first = authenticate(frames, out, client.first().into_bytes()).await?;
             let salted = |salt: &[u8], iterations: i32| {
                 let mut kept = cache.lock().unwrap_or_else(|e| e.into_inner());
                 match &*kept {
@@ -130,21 +176,33 @@ async fn log_in(stream: &mut Stream, login: &Login, cache: &Salted) -> Result<()
                 }
             };
             let last = client
-                .answer_salted(&server_first, &salted)
+                .answer_salted(&server_first.auth_bytes, &salted)
                 .map_err(|e| e.to_string())?;
-            let server_final = authenticate(stream, last.into_bytes()).await?;
-            client.check(&server_final).map_err(|e| e.to_string())?;
+            let server_final = authenticate(frames, out, last.into_bytes()).await?;
+            client
+                .check(&server_final.auth_bytes)
+                .map_err(|e| e.to_string())?;
+            server_final
         }
-    }
-    Ok(())
+    };
+    Ok(done.session_lifetime_ms)
 }
 
-/// One SaslAuthenticate round: the server's bytes, or its refusal.
-async fn authenticate(stream: &mut Stream, bytes: Vec<u8>) -> Result<bytes::Bytes, String> {
+/// One SaslAuthenticate round: the server's answer, or its refusal.
+async fn authenticate<R, W>(
+    frames: &mut FrameReader<R>,
+    out: &mut W,
+    bytes: Vec<u8>,
+) -> Result<SaslAuthenticateResponse, String>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let req = SaslAuthenticateRequest::default().with_auth_bytes(bytes.into());
-    let r: SaslAuthenticateResponse = exchange(stream, ApiKey::SaslAuthenticate, 2, &req).await?;
+    let r: SaslAuthenticateResponse =
+        exchange(frames, out, ApiKey::SaslAuthenticate, 2, &req).await?;
     match r.error_code {
-        0 => Ok(r.auth_bytes),
+        0 => Ok(r),
         code => Err(format!(
             "refused (error {code}): {}",
             r.error_message.as_deref().unwrap_or("")
@@ -152,16 +210,21 @@ async fn authenticate(stream: &mut Stream, bytes: Vec<u8>) -> Result<bytes::Byte
     }
 }
 
-async fn exchange<Req: Encodable, Resp: Decodable>(
-    stream: &mut Stream,
+async fn exchange<R, W, Req: Encodable, Resp: Decodable>(
+    frames: &mut FrameReader<R>,
+    out: &mut W,
     api: ApiKey,
     version: i16,
     req: &Req,
-) -> Result<Resp, String> {
+) -> Result<Resp, String>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let frame =
         wire::request_frame(api, version, 0, "cairn-broker", req).map_err(|e| e.to_string())?;
-    stream.write_all(&frame).await.map_err(|e| e.to_string())?;
-    let answer = FrameReader::new(&mut *stream, LOGIN_ANSWER_BYTES_MAX)
+    out.write_all(&frame).await.map_err(|e| e.to_string())?;
+    let answer = frames
         .next()
         .await
         .map_err(|e| e.to_string())?

@@ -3,7 +3,7 @@
 //! applied per partition: truncate where the leader says the log diverges, else append the
 //! batches as they are and take the leader's HW (capped at the local LEO).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse};
@@ -31,6 +31,8 @@ struct Conn {
     addr: String,
     frames: FrameReader<ReadHalf<Stream>>,
     out: WriteHalf<Stream>,
+    /// When to log in again, if the leader gave the session a lifetime (KIP-368).
+    log_in_again: Option<Instant>,
 }
 
 pub(super) async fn run(node: Node, leader: i32, mut work: watch::Receiver<FetchWork>) {
@@ -51,13 +53,14 @@ pub(super) async fn run(node: Node, leader: i32, mut work: watch::Receiver<Fetch
             continue;
         }
         if conn.as_ref().is_none_or(|c| c.addr != w.addr) {
-            match node.dial.connect(&w.addr).await {
-                Ok(s) => {
+            match node.dial.connect_for_long(&w.addr).await {
+                Ok((s, log_in_again)) => {
                     let (rd, out) = tokio::io::split(s);
                     conn = Some(Conn {
                         addr: w.addr.clone(),
                         frames: FrameReader::new(rd, ANSWER_BYTES_MAX),
                         out,
+                        log_in_again,
                     });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
@@ -79,6 +82,27 @@ pub(super) async fn run(node: Node, leader: i32, mut work: watch::Receiver<Fetch
         let Some(c) = conn.as_mut() else {
             continue;
         };
+        if c.log_in_again.is_some_and(|t| Instant::now() >= t) {
+            let again = tokio::select! {
+                r = tokio::time::timeout(
+                    Duration::from_secs(30),
+                    node.dial.log_in_again(&c.addr, &mut c.frames, &mut c.out),
+                ) => r,
+                _ = shutdown::requested(&mut shutdown) => return,
+            };
+            match again {
+                Ok(Ok(t)) => c.log_in_again = t,
+                Ok(Err(e)) => {
+                    tracing::warn!(leader, error = %e, "cannot log in to the leader again");
+                    conn = None;
+                    continue;
+                }
+                Err(_) => {
+                    conn = None;
+                    continue;
+                }
+            }
+        }
         correlation = correlation.wrapping_add(1);
         let req = request(node.id(), &w);
         let answer = tokio::select! {
