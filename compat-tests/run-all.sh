@@ -11,7 +11,7 @@ CAIRN=${1:?usage: run-all.sh path/to/cairn [suite...]}
 shift
 here=$(cd "$(dirname "$0")" && pwd)
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 java-cluster kcat security librdkafka librdkafka-2.15.1 librdkafka-2.15.1-consumer librdkafka-cluster kafka-python franz-go kafkajs confluent-kafka connect)
+[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 java-cluster kcat security librdkafka librdkafka-2.15.1 librdkafka-2.15.1-consumer librdkafka-cluster librdkafka-2.15.1-sasl kafka-python franz-go kafkajs confluent-kafka connect)
 # LIBRDKAFKA_CACHE, if the caller set it, is Debian's librdkafka's (LIBRDKAFKA_NEWEST_CACHE
 # the newest release's).
 rdk_cache="${LIBRDKAFKA_CACHE:-}"
@@ -35,29 +35,44 @@ stop_broker() {
   broker_pid=""
   return $rc
 }
-trap 'stop_broker; rm -rf "$work"' EXIT
+# KEEP_WORK=1 keeps the brokers' logs and data for a look after the run.
+trap 'stop_broker; [ "${KEEP_WORK:-0}" = 1 ] && echo "compat: kept $work" || rm -rf "$work"' EXIT
 
 # Three combined-mode nodes on loopback ports: BOOTSTRAP names all of them. The first
 # node's pid is broker_pid (checked for liveness), the others' are in cluster_pids. With
 # $2=secured the brokers reach each other on a SASL_SSL listener of their own (mutual TLS,
 # PLAIN as User:broker, the StandardAuthorizer on; the clients' PLAINTEXT ANONYMOUS is a
 # super user too): every follower fetch and share-state call goes through it; the quorum
-# runs over mutual TLS on the controller listeners.
-start_cluster() { # $1: suite name, $2: secured or nothing
+# runs over mutual TLS on the controller listeners. With $2=sasl the same, but the clients
+# come in over SASL_SSL too, on a CLIENT listener (server-side TLS, PLAIN as User:admin or
+# OAUTHBEARER unsecured tokens), with no PLAINTEXT listener at all, and every SASL session,
+# the brokers' own included, lasts 4 s (connections.max.reauth.ms, KIP-368; 0142 gives its
+# OAUTHBEARER tokens half of that, and sessions may be renewed at most once a second).
+start_cluster() { # $1: suite name, $2: secured, sasl or nothing
   local i ports=() ctrl=() secure=() voters=()
   for i in 1 2 3; do ports+=("$(free_port)"); ctrl+=("$(free_port)"); secure+=("$(free_port)"); done
   for i in 1 2 3; do voters+=("$i@127.0.0.1:${ctrl[$((i - 1))]}"); done
   local v; v=$(IFS=,; echo "${voters[*]}")
   local certs="$work/certs"
-  [ "${2:-}" != secured ] || "$here/../scripts/make-test-certs.sh" "$certs" >/dev/null
+  [ -z "${2:-}" ] || "$here/../scripts/make-test-certs.sh" "$certs" >/dev/null
   for i in 1 2 3; do
     local port=${ports[$((i - 1))]} cport=${ctrl[$((i - 1))]} sport=${secure[$((i - 1))]}
     local extra=(--override "listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport"
       --override "advertised.listeners=PLAINTEXT://127.0.0.1:$port")
-    if [ "${2:-}" = secured ]; then
-      extra=(--override "listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport,CONTROLLER://127.0.0.1:$cport"
-        --override "advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport"
-        --override "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:SSL"
+    if [ -n "${2:-}" ]; then
+      local clients=PLAINTEXT supers="User:broker;User:ANONYMOUS"
+      if [ "$2" = sasl ]; then
+        clients=CLIENT supers="User:broker;User:admin"
+        extra=(--override listener.name.client.sasl.enabled.mechanisms=PLAIN,OAUTHBEARER
+          --override 'listener.name.client.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";'
+          --override 'listener.name.client.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";'
+          --override connections.max.reauth.ms=4000)
+      else
+        extra=()
+      fi
+      extra+=(--override "listeners=$clients://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport,CONTROLLER://127.0.0.1:$cport"
+        --override "advertised.listeners=$clients://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport"
+        --override "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:SASL_SSL,SASL_SSL:SASL_SSL,CONTROLLER:SSL"
         --override inter.broker.listener.name=SASL_SSL
         --override "ssl.keystore.location=$certs/broker.p12" --override ssl.keystore.password=broker-pass
         --override "ssl.truststore.location=$certs/ca.p12" --override ssl.truststore.password=trust-pass
@@ -66,7 +81,7 @@ start_cluster() { # $1: suite name, $2: secured or nothing
         --override sasl.enabled.mechanisms=PLAIN --override sasl.mechanism.inter.broker.protocol=PLAIN
         --override 'listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";'
         --override authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
-        --override "super.users=User:broker;User:ANONYMOUS")
+        --override "super.users=$supers")
     fi
     "$CAIRN" --override "node.id=$i" --override "process.roles=broker,controller" \
       --override "controller.quorum.voters=$v" --override "controller.listener.names=CONTROLLER" \
@@ -159,6 +174,7 @@ timings=()
 no_streams='topics|console|get_offsets|configs|delete_records|verifiable|groups|transactions|share|features'
 for s in "${suites[@]}"; do
   unset ALLOW_LIST KAFKA_VERSION PARALLEL LIBRDKAFKA_RELEASE TEST_KAFKA_VERSION EXPECTED_FAILURES TEST_CONSUMER_GROUP_PROTOCOL
+  unset TEST_CONF_EXTRA SKIP_FAILS
   if [[ -n "$rdk_cache" ]]; then export LIBRDKAFKA_CACHE="$rdk_cache"; else unset LIBRDKAFKA_CACHE; fi
   suite_only="${ONLY:-}"
   case "$s" in
@@ -195,6 +211,22 @@ for s in "${suites[@]}"; do
     # list is what passes against Apache Kafka 4.4.0 (librdkafka/README.md).
     # The same release's consumer-group tests with the KIP-848 protocol (group.protocol=
     # consumer), which librdkafka's suite otherwise runs with the classic one.
+    # The same release's tests over SASL_SSL (allow-list-sasl.txt) on a three-node cluster
+    # whose brokers also reach each other over SASL_SSL: TLS, PLAIN and OAUTHBEARER logins,
+    # and KIP-368 re-authentication every 4 s under producers, consumers, share consumers and
+    # transactions (0142). A skipped test counts as failed here.
+    librdkafka-2.*-sasl)
+      setup="$here/librdkafka/setup.sh"; run="$here/librdkafka/run.sh"
+      release="${s#librdkafka-}"; release="${release%-sasl}"
+      export LIBRDKAFKA_RELEASE="$release" TEST_KAFKA_VERSION=4.4.0 SKIP_FAILS=1
+      export LIBRDKAFKA_CACHE="${LIBRDKAFKA_NEWEST_CACHE:-$HOME/.cache/cairn-librdkafka-$LIBRDKAFKA_RELEASE}"
+      export ALLOW_LIST="$here/librdkafka/allow-list-sasl.txt"
+      export EXPECTED_FAILURES="$here/librdkafka/expected-failures-sasl.txt"
+      export TEST_CONF_EXTRA="security.protocol=SASL_SSL
+ssl.ca.location=$work/certs/ca.pem
+sasl.mechanism=PLAIN
+sasl.username=admin
+sasl.password=admin-secret" ;;
     librdkafka-2.*-consumer)
       setup="$here/librdkafka/setup.sh"; run="$here/librdkafka/run.sh"
       release="${s#librdkafka-}"; release="${release%-consumer}"
@@ -225,6 +257,7 @@ for s in "${suites[@]}"; do
   case "$s" in
     librdkafka-cluster) start=start_cluster ;;
     java-cluster) start=start_cluster how=secured ;;
+    librdkafka-*-sasl) start=start_cluster how=sasl ;;
   esac
   $start "$s" $how || { failed=$((failed + 1)); failed_names+=("$s(start)"); continue; }
   ONLY="$suite_only" "$run" 2>&1 | tee "$work/$s.out"

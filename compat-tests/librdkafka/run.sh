@@ -19,6 +19,10 @@
 #   ALLOW_LIST           the tests to run             (default allow-list.txt)
 #   EXPECTED_FAILURES    their known failures         (default expected-failures.txt)
 #   RUN_SLOW=1           also run the entries marked slow
+#   TEST_CONF_EXTRA      lines added to test.conf (security.protocol, sasl.*, ssl.* for a
+#                        secured broker)
+#   SKIP_FAILS=1         a skipped test counts as failed (for suites whose every test must
+#                        apply, such as the secured one)
 #   RUN_DIR              where logs go                (default $LIBRDKAFKA_CACHE/runs/<timestamp>)
 #   REEVALUATE=1         with RUN_DIR=<old run>: only re-parse that run's logs
 #   RETRY_FAILED=0       no rerun of failed tests (by default each failure is rerun once, alone,
@@ -64,6 +68,7 @@ broker.address.family=v4
 test.topic.random=true
 test.timeout.multiplier=$TIMEOUT_MULTIPLIER
 EOF
+[[ -z "${TEST_CONF_EXTRA:-}" ]] || printf '%s\n' "$TEST_CONF_EXTRA" >> "$CONF"
 cp "$CONF" "$TESTDIR/test.conf"
 export RDKAFKA_TEST_CONF="$CONF"
 # Kafka's shell tools, for the tests that run them (kafka-path/bin/kafka-topics.sh).
@@ -72,19 +77,21 @@ export KAFKA_PATH="${KAFKA_PATH:-$HERE/kafka-path}" BROKERS="$BOOTSTRAP"
 export LD_LIBRARY_PATH="$SRC/src:$SRC/src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # --- allow list / expected failures -------------------------------------------------
-# allow-list.txt:        <NNNN> [sockem] [sub=<SUBTESTS substring>]   # comment
-#   An entry with sub=X runs only the sub-tests whose name contains X; its id
-#   is NNNN/X. Several entries may share a test number.
+# allow-list.txt:        <NNNN> [sockem] [sub=<SUBTESTS substring>] [conf=<key>=<value>...]   # comment
+#   An entry with sub=X runs only the sub-tests whose name contains X (%20 for a
+#   space); its id is NNNN/X. An entry with conf=k=v runs with that line added to test.conf
+#   (later lines win); its id gets @v of its first conf= (0142@OAUTHBEARER).
+#   Several entries may share a test number.
 # expected-failures.txt: <id> <reason...>      (id = NNNN or NNNN/X)
 # ALLOW_LIST: another list in the same format (cluster-allow-list.txt: tests that need
 # several brokers, run by run-all.sh's librdkafka-cluster suite against three nodes).
 ALLOW_LIST="${ALLOW_LIST:-$HERE/allow-list.txt}"
 declare -a ORDER=() SLOW_LEFT=()
-declare -A SOCKEM=() SUB=() NUM=() XFAIL=()
+declare -A SOCKEM=() SUB=() NUM=() XFAIL=() TCONF=()
 while read -r num rest; do
     [[ -z "$num" || "$num" == \#* ]] && continue
     opts="${rest%%#*}"
-    id="$num"; sub=""
+    id="$num"; sub=""; tconf=""; at=""
     # "slow": passes, but takes a minute or more; run only with RUN_SLOW=1 (CI's budget).
     if [[ " $opts " == *" slow "* && "${RUN_SLOW:-0}" != 1 ]]; then
         SLOW_LEFT+=("$num"); continue
@@ -93,10 +100,12 @@ while read -r num rest; do
         case "$o" in
             sockem | slow) ;;
             sub=*) sub="${o#sub=}"; id="$num/$sub" ;;
+            conf=*=*) tconf+="${o#conf=}"$'\n'; at="${at:-@${o#conf=*=}}" ;;
             *) echo "librdkafka: allow-list.txt: unknown option '$o' for $num" >&2 ;;
         esac
     done
-    ORDER+=("$id"); NUM[$id]="$num"; SUB[$id]="$sub"
+    id="$id$at"
+    ORDER+=("$id"); NUM[$id]="$num"; SUB[$id]="$sub"; TCONF[$id]="$tconf"
     [[ " $opts " == *" sockem "* ]] && SOCKEM[$id]=1
 done < "$ALLOW_LIST"
 EXPECTED_FAILURES="${EXPECTED_FAILURES:-$HERE/expected-failures.txt}"
@@ -129,10 +138,12 @@ fi
 # --- preflight: partition count of auto-created topics --------------------------------
 # librdkafka's suite is normally run on trivup clusters with num.partitions=4; some
 # tests (0012 0015 0054 0057) produce to partitions 1..3 of auto-created topics.
+KCAT_CONF=()
+while IFS= read -r line; do [[ -n "$line" ]] && KCAT_CONF+=(-X "$line"); done <<<"${TEST_CONF_EXTRA:-}"
 if [[ "${REEVALUATE:-0}" != 1 ]] && command -v kcat >/dev/null; then
     pf="rdkafkatest_preflight_$(date +%s)_$RANDOM"; parts=""
     for _ in 1 2 3 4 5 6 7 8 9 10; do
-        parts="$(timeout 15 kcat -b "$BOOTSTRAP" -X broker.address.family=v4 -L -t "$pf" -m 5 2>/dev/null \
+        parts="$(timeout 15 kcat -b "$BOOTSTRAP" -X broker.address.family=v4 "${KCAT_CONF[@]}" -L -t "$pf" -m 5 2>/dev/null \
                  | sed -nE 's/^ *topic "[^"]*" with ([0-9]+) partitions:$/\1/p')"
         [[ -n "$parts" && "$parts" != 0 ]] && break
         sleep 1
@@ -156,10 +167,15 @@ run_one() {
         flags=(-L)
     fi
     [[ -z "${SOCKEM[$id]:-}" ]] && flags+=(-E)
-    local start end rc f
+    local start end rc f conf="$CONF"
     f="$(logname "$id")"
+    if [[ -n "${TCONF[$id]}" ]]; then
+        conf="$f.conf"
+        { cat "$CONF"; printf '%s' "${TCONF[$id]}"; } > "$conf"
+    fi
     start=$EPOCHREALTIME
-    (cd "$TESTDIR" && TESTS="${NUM[$id]}" SUBTESTS="${SUB[$id]}" timeout -k 10 "$PER_TEST_TIMEOUT" \
+    (cd "$TESTDIR" && RDKAFKA_TEST_CONF="$conf" TESTS="${NUM[$id]}" SUBTESTS="${SUB[$id]//%20/ }" \
+        timeout -k 10 "$PER_TEST_TIMEOUT" \
         ./test-runner "${flags[@]}" -p1 > "$f.log" 2>&1)
     rc=$?
     end=$EPOCHREALTIME
@@ -214,7 +230,7 @@ evaluate() {
     [[ -z "$reason" && "$state" == FAILED ]] && \
         reason="$(strip "$log" | grep -m1 -E 'TEST FAILURE|FAIL' | cut -c1-200)"
     if [[ "$state" == PASSED && -n "${SUB[$t]}" ]] && \
-       ! grep -qE "^\[.*\] \[ [^]]*${SUB[$t]}.*: PASS" < <(strip "$log"); then
+       ! grep -qF "${SUB[$t]//%20/ }" < <(strip "$log" | grep -E "^\[.*\] \[ .*: PASS"); then
         state=FAILED; reason="no sub-test matching '${SUB[$t]}' ran"
     fi
     secs="$wall"
@@ -248,7 +264,12 @@ for t in "${ORDER[@]}"; do
             fi
             pass=$((pass + 1)) ;;
         SKIPPED)
-            echo "SKIP  $t ${secs}s $reason"; skip=$((skip + 1)) ;;
+            if [[ "${SKIP_FAILS:-0}" == 1 ]]; then
+                echo "FAIL  $t ${secs}s skipped, which this suite counts as a failure: $reason"
+                fail=$((fail + 1))
+            else
+                echo "SKIP  $t ${secs}s $reason"; skip=$((skip + 1))
+            fi ;;
         *)
             if [[ -n "${XFAIL[$t]:-}" ]]; then
                 echo "XFAIL $t ${secs}s ${XFAIL[$t]} | $reason"; xfail=$((xfail + 1))
