@@ -11,7 +11,7 @@ CAIRN=${1:?usage: run-all.sh path/to/cairn [suite...]}
 shift
 here=$(cd "$(dirname "$0")" && pwd)
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 java-cluster kcat security librdkafka librdkafka-2.15.1 librdkafka-2.15.1-consumer librdkafka-cluster librdkafka-2.15.1-sasl kafka-python franz-go kafkajs confluent-kafka connect)
+[ ${#suites[@]} -gt 0 ] || suites=(java java-4.4.0 java-3.9.1 java-cluster kcat security librdkafka librdkafka-2.15.1 librdkafka-2.15.1-consumer librdkafka-cluster librdkafka-2.15.1-sasl kafka-python kafka-python-secured franz-go kafkajs confluent-kafka connect)
 # LIBRDKAFKA_CACHE, if the caller set it, is Debian's librdkafka's (LIBRDKAFKA_NEWEST_CACHE
 # the newest release's).
 rdk_cache="${LIBRDKAFKA_CACHE:-}"
@@ -117,7 +117,7 @@ start_broker() { # $1: suite name
   local partitions=1 node=1 min_session=6000 verify=true
   case "$1" in
     librdkafka | librdkafka-2.*) partitions=4 ;;
-    kafka-python) partitions=4 node=0 min_session=1000 ;;
+    kafka-python*) partitions=4 node=0 min_session=1000 ;;
     java | java-*) verify=false ;;
   esac
   local data="$work/$1-data"
@@ -145,6 +145,21 @@ start_broker() { # $1: suite name
       --override listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
       --override listener.name.sasl_plaintext.scram-sha-512.connections.max.reauth.ms=3000
       --override 'listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret" user_alice="alice-secret";')
+  fi
+  # kafka-python's SASL and SSL tests (kafka-python/cairn_kp_secured.py): a SASL_PLAINTEXT
+  # listener with PLAIN (alice in its login module) and both SCRAMs, and an SSL one.
+  if [ "$1" = kafka-python-secured ]; then
+    local tls_port sasl_port
+    tls_port=$(free_port); sasl_port=$(free_port)
+    "$here/../scripts/make-test-certs.sh" "$work/certs" >/dev/null || return 1
+    mkdir -p "$work/kp-ssl" && cp "$work/certs/ca.pem" "$work/kp-ssl/ca-cert"
+    export KP_SECURED=1 KP_SSL_DIR="$work/kp-ssl" KP_SSL_BOOTSTRAP="127.0.0.1:$tls_port"
+    export KP_SASL_BOOTSTRAP="127.0.0.1:$sasl_port"
+    listeners="$listeners,SSL://127.0.0.1:$tls_port,SASL_PLAINTEXT://127.0.0.1:$sasl_port"
+    secured=(--override "ssl.keystore.location=$work/certs/broker.p12"
+      --override ssl.keystore.password=broker-pass
+      --override sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+      --override 'listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";')
   fi
   "$CAIRN" --override "listeners=$listeners" --override "log.dirs=$data" "${secured[@]}" \
     --override "advertised.listeners=$listeners" \
@@ -174,7 +189,7 @@ timings=()
 no_streams='topics|console|get_offsets|configs|delete_records|verifiable|groups|transactions|share|features'
 for s in "${suites[@]}"; do
   unset ALLOW_LIST KAFKA_VERSION PARALLEL LIBRDKAFKA_RELEASE TEST_KAFKA_VERSION EXPECTED_FAILURES TEST_CONSUMER_GROUP_PROTOCOL
-  unset TEST_CONF_EXTRA SKIP_FAILS
+  unset TEST_CONF_EXTRA SKIP_FAILS KP_SECURED
   if [[ -n "$rdk_cache" ]]; then export LIBRDKAFKA_CACHE="$rdk_cache"; else unset LIBRDKAFKA_CACHE; fi
   suite_only="${ONLY:-}"
   case "$s" in
@@ -242,6 +257,7 @@ sasl.password=admin-secret" ;;
       export ALLOW_LIST="$here/librdkafka/allow-list-$LIBRDKAFKA_RELEASE.txt"
       export EXPECTED_FAILURES="$here/librdkafka/expected-failures-$LIBRDKAFKA_RELEASE.txt"
       export PARALLEL="${LIBRDKAFKA_PARALLEL:-2}" ;;
+    kafka-python-secured) setup="$here/kafka-python/setup.sh"; run="$here/kafka-python/run.sh" ;;
     *) setup="$here/$s/setup.sh"; run="$here/$s/run.sh" ;;
   esac
   echo "=== $s: setup"

@@ -36,7 +36,21 @@ fail_line() {  # harness failure before pytest could report anything
 "$HERE/setup.sh" >/dev/null || fail_line "setup.sh failed"
 
 BOOTSTRAP="${BOOTSTRAP:-127.0.0.1:9092}"
-export KAFKA_URI="tcp://$BOOTSTRAP"
+export BOOTSTRAP KAFKA_URI="tcp://$BOOTSTRAP"
+# KP_SECURED=1: kafka-python's SASL and SSL tests, which start their own broker, against
+# Cairn's SASL_PLAINTEXT and SSL listeners instead (cairn_kp_secured.py; without
+# KAFKA_URI, which those tests skip on).
+TESTS=(test/integration/test_producer_integration.py
+       test/integration/test_consumer_integration.py
+       test/integration/test_admin_integration.py
+       test/integration/test_cairn_compacted.py)
+SECURED_PLUGIN=()
+if [[ "${KP_SECURED:-0}" == 1 ]]; then
+    : "${KP_SASL_BOOTSTRAP:?KP_SECURED=1 needs KP_SASL_BOOTSTRAP}" "${KP_SSL_BOOTSTRAP:?}" "${KP_SSL_DIR:?}"
+    unset KAFKA_URI
+    TESTS=(test/integration/test_sasl_integration.py test/integration/test_ssl_integration.py)
+    SECURED_PLUGIN=(-p cairn_kp_secured)
+fi
 export KAFKA_VERSION="${KAFKA_VERSION:-4.1.0}"
 # fixtures.py requires KAFKA_ROOT to be a directory, even for an external broker
 export KAFKA_ROOT="$SRC/servers/external"
@@ -54,7 +68,7 @@ rm -f "$RESULTS"
 
 DESELECT="$HERE/excluded.txt"
 
-echo "kafka-python $KP_VERSION integration tests: KAFKA_URI=$KAFKA_URI KAFKA_VERSION=$KAFKA_VERSION"
+echo "kafka-python $KP_VERSION integration tests: BOOTSTRAP=$BOOTSTRAP KP_SECURED=${KP_SECURED:-0} KAFKA_VERSION=$KAFKA_VERSION"
 
 cd "$SRC"
 # Cairn's own test runs beside kafka-python's (its node id then reads like theirs).
@@ -66,19 +80,14 @@ pytest_run() {  # $1: results file; the rest: what to run
     CAIRN_KP_XFAIL="$HERE/expected-failures.txt" \
     CAIRN_KP_RESULTS="$results" \
     "$VENV/bin/python" -m pytest \
-        -p cairn_kp_plugin -p no:cacheprovider \
+        -p cairn_kp_plugin "${SECURED_PLUGIN[@]}" -p no:cacheprovider \
         -v -rfEsxX -W ignore::DeprecationWarning \
         --timeout="${KP_TIMEOUT:-120}" --timeout-method=signal \
         -o log_level="${KP_LOG_LEVEL:-INFO}" \
         --junitxml="${results%.json}.xml" \
         "$@"
 }
-pytest_run "$RESULTS" \
-    test/integration/test_producer_integration.py \
-    test/integration/test_consumer_integration.py \
-    test/integration/test_admin_integration.py \
-    test/integration/test_cairn_compacted.py \
-    "${PYTEST_EXTRA[@]+"${PYTEST_EXTRA[@]}"}"
+pytest_run "$RESULTS" "${TESTS[@]}" "${PYTEST_EXTRA[@]+"${PYTEST_EXTRA[@]}"}"
 RC=$?
 
 # A test that failed is run once more, alone (RETRY_FAILED=0: not). A pass then is
