@@ -48,6 +48,10 @@ var matrixACLs = []aclSpec{
 	{kmsg.ACLResourceTypeTopic, "m-hidden", kmsg.ACLResourcePatternTypeLiteral, "User:bob", "*", kmsg.ACLOperationDelete, kmsg.ACLPermissionTypeAllow},
 	{kmsg.ACLResourceTypeTopic, "m-orders", kmsg.ACLResourcePatternTypeLiteral, "User:*", "*", kmsg.ACLOperationAlterConfigs, kmsg.ACLPermissionTypeAllow},
 	{kmsg.ACLResourceTypeTopic, "m-pay-in", kmsg.ACLResourcePatternTypeLiteral, "User:carol", "10.9.9.9", kmsg.ACLOperationAll, kmsg.ACLPermissionTypeAllow},
+	// CreateTopics of m-new: bob may create it but not describe its configs, carol both.
+	{kmsg.ACLResourceTypeTopic, "m-new", kmsg.ACLResourcePatternTypeLiteral, "User:bob", "*", kmsg.ACLOperationCreate, kmsg.ACLPermissionTypeAllow},
+	{kmsg.ACLResourceTypeTopic, "m-new", kmsg.ACLResourcePatternTypeLiteral, "User:carol", "*", kmsg.ACLOperationCreate, kmsg.ACLPermissionTypeAllow},
+	{kmsg.ACLResourceTypeTopic, "m-new", kmsg.ACLResourcePatternTypeLiteral, "User:carol", "*", kmsg.ACLOperationDescribeConfigs, kmsg.ACLPermissionTypeAllow},
 	{kmsg.ACLResourceTypeGroup, "g-", kmsg.ACLResourcePatternTypePrefixed, "User:alice", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow},
 	{kmsg.ACLResourceTypeGroup, "g-bob", kmsg.ACLResourcePatternTypeLiteral, "User:bob", "*", kmsg.ACLOperationDescribe, kmsg.ACLPermissionTypeAllow},
 	{kmsg.ACLResourceTypeGroup, "g-del", kmsg.ACLResourcePatternTypeLiteral, "User:bob", "*", kmsg.ACLOperationDelete, kmsg.ACLPermissionTypeAllow},
@@ -307,7 +311,17 @@ func matrixFor(ctx context.Context, b *kgo.Broker, who string, ids map[string][1
 	ctt := kmsg.NewCreateTopicsRequestTopic()
 	ctt.Topic, ctt.NumPartitions, ctt.ReplicationFactor = "m-new", 1, 1
 	ct.Topics = append(ct.Topics, ctt)
-	say("create-topics", "m-new", ask(ct).(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode)
+	cr := ask(ct).(*kmsg.CreateTopicsResponse).Topics[0]
+	say("create-topics", "m-new", cr.ErrorCode)
+	// Without DESCRIBE_CONFIGS on the topic, Kafka leaves out its configs, partitions
+	// and replication factor and sets the config error instead.
+	say("create-topics-config", "m-new", cr.ConfigErrorCode)
+	say("create-topics-partitions", "m-new", int16(cr.NumPartitions))
+	withConfigs := int16(0)
+	if len(cr.Configs) > 0 {
+		withConfigs = 1
+	}
+	say("create-topics-with-configs", "m-new", withConfigs)
 
 	for _, g := range []string{"g-a", "g-bob", "g-del", "other"} {
 		fc := kmsg.NewPtrFindCoordinatorRequest()

@@ -13,6 +13,7 @@ use kafka_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse,
 };
+use kafka_protocol::ResponseError;
 
 use super::topic_name;
 use super::RequestContext;
@@ -64,12 +65,16 @@ pub async fn create(
                 } else {
                     r
                 };
-                if ctx.version >= 5 {
+                if ctx.version < 5 {
+                    r
+                } else if access.allows(op::DESCRIBE_CONFIGS, resource::TOPIC, &name) {
                     r.with_num_partitions(partitions)
                         .with_replication_factor(rf)
                         .with_configs(Some(configs))
                 } else {
-                    r
+                    // As Kafka's controller: created, but what describing its configs would
+                    // show is left out.
+                    r.with_topic_config_error_code(ResponseError::TopicAuthorizationFailed.code())
                 }
             }
             Err(e) => r.with_error_code(e.code()).with_error_message(e.message()),
