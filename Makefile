@@ -24,7 +24,12 @@ test:
 	cargo build --release --locked
 	cargo test --release --locked
 	python3 tests/faults/harness.py $(CAIRN)
+	python3 tests/faults/harness.py $(CAIRN) --secured --faults $(SECURED_FAULTS)
 	./compat-tests/run-all.sh $(CAIRN)
+
+# The faults `make test` runs again on a cluster that replicates over SASL_SSL (--secured):
+# the ones that make brokers dial, log in and re-authenticate anew, about 2 minutes.
+SECURED_FAULTS := kill_leader,cut_follower,cut_leader,rolling_restart,kill_share_coordinator,kill_txn_coordinator
 
 # The fault harness: every fault once (as in `make test`), or ROUNDS rounds in random order.
 faults: build

@@ -26,7 +26,9 @@ impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync> Conn
 pub type Stream = Box<dyn Conn>;
 
 /// TCP to `addr` (`host:port`), then a TLS handshake with `tls` when given, the host
-/// checked against the certificate. A failed handshake is a `PermissionDenied` error.
+/// checked against the certificate. A handshake refused by TLS itself (a certificate
+/// either side does not trust, say) is a `PermissionDenied` error; a connection lost
+/// under the handshake keeps its own kind.
 pub async fn connect(
     addr: &str,
     tls: Option<&tokio_rustls::TlsConnector>,
@@ -46,10 +48,15 @@ pub async fn connect(
         .map_err(|e| Error::new(ErrorKind::InvalidInput, e))?;
     match tls.connect(name, tcp).await {
         Ok(s) => Ok(Box::new(s)),
-        Err(e) => Err(Error::new(
-            ErrorKind::PermissionDenied,
-            format!("TLS handshake with {addr}: {e}"),
-        )),
+        // rustls's own errors (a certificate refused either way, no common protocol):
+        // PermissionDenied. A connection lost under the handshake keeps its kind.
+        Err(e) => {
+            let kind = match e.kind() {
+                ErrorKind::InvalidData => ErrorKind::PermissionDenied,
+                kind => kind,
+            };
+            Err(Error::new(kind, format!("TLS handshake with {addr}: {e}")))
+        }
     }
 }
 

@@ -63,7 +63,8 @@ impl Dialer {
     }
 
     /// A connection to `addr` (`host:port` on the inter-broker listener), logged in. A
-    /// failed TLS handshake or a refused login is a `PermissionDenied` error, saying why.
+    /// TLS handshake or a login the other broker refuses is a `PermissionDenied` error,
+    /// saying why; a connection lost under either keeps an error of its own kind.
     pub async fn connect(&self, addr: &str) -> io::Result<Stream> {
         self.connect_for_long(addr).await.map(|(stream, _)| stream)
     }
@@ -108,9 +109,13 @@ impl Dialer {
         };
         let lifetime_ms = log_in(frames, out, login, &self.salted)
             .await
-            .map_err(|why| {
+            .map_err(|failed| {
+                let (kind, why) = match failed {
+                    Failed::Refused(why) => (io::ErrorKind::PermissionDenied, why),
+                    Failed::Network(why) => (io::ErrorKind::ConnectionAborted, why),
+                };
                 io::Error::new(
-                    io::ErrorKind::PermissionDenied,
+                    kind,
                     format!(
                         "logging in to {addr} on listener {} as {} with {}: {why}",
                         self.listener, login.username, login.mechanism
@@ -122,6 +127,19 @@ impl Dialer {
     }
 }
 
+/// Why a login failed: the other broker refused it, or the connection failed under it
+/// (a restart, a cut link), which is not worth a warning.
+enum Failed {
+    Refused(String),
+    Network(String),
+}
+
+impl From<String> for Failed {
+    fn from(why: String) -> Failed {
+        Failed::Refused(why)
+    }
+}
+
 /// SaslHandshake, then SaslAuthenticate until the mechanism is done: the session's
 /// lifetime in ms (0: none).
 async fn log_in<R, W>(
@@ -129,7 +147,7 @@ async fn log_in<R, W>(
     out: &mut W,
     login: &Login,
     cache: &Salted,
-) -> Result<i64, String>
+) -> Result<i64, Failed>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -143,7 +161,7 @@ where
     )
     .await?;
     if handshake.error_code != 0 {
-        return Err(format!(
+        return Err(Failed::Refused(format!(
             "the broker does not take {} (error {}; it takes {})",
             login.mechanism,
             handshake.error_code,
@@ -153,7 +171,7 @@ where
                 .map(|m| m.as_str())
                 .collect::<Vec<_>>()
                 .join(",")
-        ));
+        )));
     }
     let done = match scram::Mechanism::from_name(&login.mechanism) {
         None => {
@@ -193,7 +211,7 @@ async fn authenticate<R, W>(
     frames: &mut FrameReader<R>,
     out: &mut W,
     bytes: Vec<u8>,
-) -> Result<SaslAuthenticateResponse, String>
+) -> Result<SaslAuthenticateResponse, Failed>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -203,10 +221,10 @@ where
         exchange(frames, out, ApiKey::SaslAuthenticate, 2, &req).await?;
     match r.error_code {
         0 => Ok(r),
-        code => Err(format!(
+        code => Err(Failed::Refused(format!(
             "refused (error {code}): {}",
             r.error_message.as_deref().unwrap_or("")
-        )),
+        ))),
     }
 }
 
@@ -216,18 +234,19 @@ async fn exchange<R, W, Req: Encodable, Resp: Decodable>(
     api: ApiKey,
     version: i16,
     req: &Req,
-) -> Result<Resp, String>
+) -> Result<Resp, Failed>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let frame =
         wire::request_frame(api, version, 0, "cairn-broker", req).map_err(|e| e.to_string())?;
-    out.write_all(&frame).await.map_err(|e| e.to_string())?;
+    let network = |e: &dyn std::fmt::Display| Failed::Network(e.to_string());
+    out.write_all(&frame).await.map_err(|e| network(&e))?;
     let answer = frames
         .next()
         .await
-        .map_err(|e| e.to_string())?
-        .ok_or("the broker closed the connection")?;
-    wire::decode_response(api, version, 0, answer).map_err(|e| e.to_string())
+        .map_err(|e| network(&e))?
+        .ok_or_else(|| network(&"the broker closed the connection"))?;
+    Ok(wire::decode_response(api, version, 0, answer).map_err(|e| e.to_string())?)
 }

@@ -93,7 +93,11 @@ pub(super) async fn run(node: Node, leader: i32, mut work: watch::Receiver<Fetch
             match again {
                 Ok(Ok(t)) => c.log_in_again = t,
                 Ok(Err(e)) => {
-                    tracing::warn!(leader, error = %e, "cannot log in to the leader again");
+                    if e.kind() == std::io::ErrorKind::PermissionDenied {
+                        tracing::warn!(leader, error = %e, "cannot log in to the leader again");
+                    } else {
+                        tracing::debug!(leader, error = %e, "lost the leader while logging in again");
+                    }
                     conn = None;
                     continue;
                 }

@@ -172,8 +172,13 @@ KAFKA_REF_VERSION, JAVA_LIB = _kafka_ref_lib()
 
 
 class Cluster:
-    def __init__(self, binary, workdir, kafka=False):
+    def __init__(self, binary, workdir, kafka=False, secured=False):
         self.binary, self.dir, self.kafka = binary, Path(workdir), kafka
+        # secured: the brokers reach each other over SASL_SSL (PLAIN as User:broker, mutual
+        # TLS, 5 s sessions, so followers re-authenticate under every fault), the quorum over
+        # mutual TLS, and the StandardAuthorizer is on (the harness's PLAINTEXT clients are
+        # ANONYMOUS, a super user like User:broker). Certificates: scripts/make-test-certs.sh.
+        self.secured = secured
         self.cluster_id = None
         ports = iter(free_ports(64))
         self.client = {i: next(ports) for i in NODES}
@@ -223,7 +228,10 @@ class Cluster:
         for j in NODES:
             port = self.controller[i] if j == i else self.proxies[("ctrl", i, j)].port
             voters.append(f"{j}@127.0.0.1:{port}")
-        protocols = ["CLIENT:PLAINTEXT", "CONTROLLER:PLAINTEXT"] + [f"R{j}:PLAINTEXT" for j in NODES]
+        if self.secured:
+            protocols = ["CLIENT:PLAINTEXT", "CONTROLLER:SSL"] + [f"R{j}:SASL_SSL" for j in NODES]
+        else:
+            protocols = ["CLIENT:PLAINTEXT", "CONTROLLER:PLAINTEXT"] + [f"R{j}:PLAINTEXT" for j in NODES]
         return "\n".join([
             f"node.id={i}",
             "process.roles=broker,controller",
@@ -232,7 +240,27 @@ class Cluster:
             f"advertised.listeners={','.join(advertised)}",
             f"listener.security.protocol.map={','.join(protocols)}",
             "controller.listener.names=CONTROLLER",
-        ] + self.common(i))
+        ] + self.security() + self.common(i))
+
+    def security(self):
+        """The secured cluster's keys (none unless --secured)."""
+        if not self.secured:
+            return []
+        certs = self.dir / "certs"
+        jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                'username="broker" password="broker-secret" user_broker="broker-secret";')
+        return [
+            f"ssl.keystore.location={certs / 'broker.p12'}",
+            "ssl.keystore.password=broker-pass",
+            f"ssl.truststore.location={certs / 'ca.p12'}",
+            "ssl.truststore.password=trust-pass",
+            "ssl.client.auth=required",
+            "sasl.enabled.mechanisms=PLAIN",
+            "sasl.mechanism.inter.broker.protocol=PLAIN",
+            "connections.max.reauth.ms=5000",
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users=User:broker;User:ANONYMOUS",
+        ] + [f"listener.name.r{j}.plain.sasl.jaas.config={jaas}" for j in NODES]
 
     def kafka_config(self, i):
         """As config(), with the controller listeners per peer described in __init__."""
@@ -282,6 +310,10 @@ class Cluster:
             f"log.cleaner.io.max.bytes.per.second={CLEANER_IO_BYTES}",
             "",
         ]
+
+    async def make_certs(self):
+        if self.secured and not (self.dir / "certs" / "done").exists():
+            await run([str(ROOT / "scripts" / "make-test-certs.sh"), str(self.dir / "certs")])
 
     async def start_proxies(self):
         for p in self.proxies.values():
@@ -1712,18 +1744,23 @@ async def main():
     ap.add_argument("--keep", action="store_true", help="keep the work dir (logs, data)")
     ap.add_argument("--faults", help="comma-separated fault names to run (default: all)")
     ap.add_argument("--kafka", action="store_true", help="run against Apache Kafka brokers (baseline)")
+    ap.add_argument("--secured", action="store_true",
+                    help="brokers replicate over SASL_SSL with 5 s sessions, quorum over mutual TLS, ACLs on")
     args = ap.parse_args()
     random.seed(args.seed)
     work = Path(tempfile.mkdtemp(prefix="cairn-faults-"))
     global LOG_FILE
     LOG_FILE = work / "harness.log"
     log(f"work dir {work}, seed {args.seed}, rounds {args.rounds}")
-    c = Cluster(os.path.abspath(args.binary), work, kafka=args.kafka)
+    if args.secured and args.kafka:
+        ap.error("--secured is for Cairn's nodes")
+    c = Cluster(os.path.abspath(args.binary), work, kafka=args.kafka, secured=args.secured)
     if args.kafka:
         await run([str(ROOT / "compat-tests" / "java" / "setup.sh")], timeout=900,
                   env=dict(os.environ, KAFKA_VERSION=KAFKA_REF_VERSION))
         import base64
         c.cluster_id = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=").replace("-", "A")
+    await c.make_certs()
     await c.start_proxies()
     ok = False
     failure = None
