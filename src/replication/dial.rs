@@ -81,12 +81,9 @@ impl Dialer {
                 ),
                 _ => e,
             })?;
-        let mut again = None;
-        if self.login.is_some() {
-            let (rd, mut out) = tokio::io::split(&mut stream);
-            let mut frames = FrameReader::new(rd, LOGIN_ANSWER_BYTES_MAX);
-            again = self.log_in_again(addr, &mut frames, &mut out).await?;
-        }
+        let (rd, mut out) = tokio::io::split(&mut stream);
+        let mut frames = FrameReader::new(rd, LOGIN_ANSWER_BYTES_MAX);
+        let again = self.log_in_again(addr, &mut frames, &mut out).await?;
         Ok((stream, again))
     }
 

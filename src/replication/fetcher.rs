@@ -92,16 +92,9 @@ pub(super) async fn run(node: Node, leader: i32, mut work: watch::Receiver<Fetch
             };
             match again {
                 Ok(Ok(t)) => c.log_in_again = t,
-                Ok(Err(e)) => {
-                    if e.kind() == std::io::ErrorKind::PermissionDenied {
-                        tracing::warn!(leader, error = %e, "cannot log in to the leader again");
-                    } else {
-                        tracing::debug!(leader, error = %e, "lost the leader while logging in again");
-                    }
-                    conn = None;
-                    continue;
-                }
-                Err(_) => {
+                // Dial again: a login the leader refuses is reported there.
+                failed => {
+                    tracing::debug!(leader, ?failed, "logging in to the leader again failed");
                     conn = None;
                     continue;
                 }
