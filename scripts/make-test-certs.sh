@@ -2,7 +2,8 @@
 # Makes the certificates the TLS tests and suites use, in DIR (created): a CA, the broker's
 # certificate for 127.0.0.1/localhost in PEM and PKCS12 stores, client certificates for
 # alice and bob, one from a CA nobody trusts, an expired one, and a real JKS keystore (to
-# check it is refused). Test material only: keys are unencrypted and passwords are fixed.
+# check it is refused). Test material only: keys are unencrypted (but for one encrypted copy of
+# the broker's) and passwords are fixed.
 #
 #   scripts/make-test-certs.sh DIR
 set -euo pipefail
@@ -46,6 +47,9 @@ ca rogue-ca "/O=Nobody/CN=Rogue CA"
 
 leaf broker "/O=Cairn tests/CN=localhost" ca "$ext_server" rsa
 cat broker.key broker.pem > broker-key-and-chain.pem
+# The same key encrypted (PKCS#8, PBES2 with AES-256 and PBKDF2), for ssl.key.password.
+openssl pkcs8 -topk8 -v2 aes-256-cbc -in broker.key -passout pass:key-pass -out broker-enc.key
+cat broker-enc.key broker.pem > broker-enc-key-and-chain.pem
 openssl pkcs12 -export -in broker.pem -inkey broker.key -certfile ca.pem -name broker \
     -passout pass:broker-pass -out broker.p12
 # A truststore of the CA alone, as PKCS12, made as operators make one for Java.

@@ -302,6 +302,67 @@ fn pkcs12(store: &Store, bytes: &[u8]) -> anyhow::Result<p12_keystore::KeyStore>
     })
 }
 
+/// A PEM keystore's private key. As Kafka's PEM store reads it: with `ssl.key.password`
+/// the key must be an encrypted PKCS#8 key (`ENCRYPTED PRIVATE KEY`, PBES2, as `openssl
+/// pkcs8 -topk8` writes it), without one a plain key.
+fn pem_key(store: &Store, bytes: &[u8]) -> anyhow::Result<PrivateKeyDer<'static>> {
+    const BEGIN: &str = "-----BEGIN ENCRYPTED PRIVATE KEY-----";
+    const END: &str = "-----END ENCRYPTED PRIVATE KEY-----";
+    let text = String::from_utf8_lossy(bytes);
+    let encrypted = text
+        .find(BEGIN)
+        .and_then(|b| Some((b, text[b..].find(END)?)))
+        .map(|(b, len)| &text[b + BEGIN.len()..b + len]);
+    match (encrypted, store.key_password.as_deref()) {
+        (None, None) => PrivateKeyDer::from_pem_slice(bytes)
+            .with_context(|| format!("{}: no private key in the PEM text", store.key)),
+        (Some(_), None) => bail!(
+            "{}: the private key is encrypted; give its password in ssl.key.password",
+            store.key
+        ),
+        (None, Some(_)) => bail!(
+            "{}: ssl.key.password is set but the PEM text has no encrypted private key \
+             (ENCRYPTED PRIVATE KEY, PKCS#8)",
+            store.key
+        ),
+        (Some(base64_text), Some(password)) => {
+            let der: String = base64_text.split_whitespace().collect();
+            use base64::Engine;
+            let der = base64::engine::general_purpose::STANDARD
+                .decode(der)
+                .with_context(|| format!("{}: bad base64 in the encrypted key", store.key))?;
+            let key = decrypt_pkcs8(&der, password).map_err(|e| {
+                anyhow!(
+                    "{}: cannot decrypt the private key (wrong ssl.key.password, or not a \
+                     PBES2 key; `openssl pkcs8 -topk8 -v2 aes-256-cbc` writes one): {e}",
+                    store.key
+                )
+            })?;
+            Ok(PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)))
+        }
+    }
+}
+
+/// The PKCS#8 `PrivateKeyInfo` inside an `EncryptedPrivateKeyInfo` (RFC 5958): a sequence
+/// of the encryption scheme and the encrypted octets.
+fn decrypt_pkcs8(der: &[u8], password: &str) -> anyhow::Result<Vec<u8>> {
+    use der::{asn1::OctetStringRef, Decode, Reader, SliceReader};
+    let mut reader = SliceReader::new(der).map_err(|e| anyhow!("{e}"))?;
+    let (scheme, data) = reader
+        .sequence(|r| {
+            let scheme = pkcs5::EncryptionScheme::decode(r)?;
+            let data = OctetStringRef::decode(r)?;
+            Ok((scheme, data))
+        })
+        .map_err(|e| anyhow!("not an encrypted PKCS#8 key: {e}"))?;
+    let key = scheme
+        .decrypt(password, data.as_bytes())
+        .map_err(|e| anyhow!("{e}"))?;
+    // A wrong password passes the padding check now and then: the result must parse.
+    der::Document::from_der(&key).map_err(|e| anyhow!("the decrypted key does not parse: {e}"))?;
+    Ok(key)
+}
+
 /// The keystore's private key and certificate chain.
 fn key_and_chain(
     store: &Store,
@@ -309,22 +370,13 @@ fn key_and_chain(
     let bytes = read(store)?;
     match kind(store, &bytes)? {
         StoreKind::Pem => {
-            if String::from_utf8_lossy(&bytes).contains("ENCRYPTED PRIVATE KEY") {
-                bail!(
-                    "{}: encrypted PEM keys are not supported yet; decrypt it with `openssl \
-                     pkcs8 -topk8 -nocrypt` and keep the file readable by the broker only",
-                    store.key
-                );
-            }
             let chain = CertificateDer::pem_slice_iter(&bytes)
                 .collect::<Result<Vec<_>, _>>()
                 .with_context(|| format!("{}: bad PEM certificate", store.key))?;
             if chain.is_empty() {
                 bail!("{}: no certificate in the PEM text", store.key);
             }
-            let key = PrivateKeyDer::from_pem_slice(&bytes)
-                .with_context(|| format!("{}: no private key in the PEM text", store.key))?;
-            Ok((chain, key))
+            Ok((chain, pem_key(store, &bytes)?))
         }
         _ => {
             let ks = pkcs12(store, &bytes)?;

@@ -233,15 +233,17 @@ fn tls_clients_are_served_beside_plaintext_ones_and_bad_handshakes_lose_only_the
 
 #[test]
 fn principal_mapping_rules_decide_who_may_connect_and_pem_stores_work() {
-    // PEM text in the config itself, for this listener only (Kafka's listener prefix), and
-    // a rule that maps only certificates of OU=dev: bob has none, so no principal.
+    // PEM text in the config itself, for this listener only (Kafka's listener prefix), the
+    // key encrypted (ssl.key.password), and a rule that maps only certificates of OU=dev:
+    // bob has none, so no principal.
     let chain = std::fs::read_to_string(cert("broker.pem")).unwrap()
         + &std::fs::read_to_string(cert("ca.pem")).unwrap();
-    let key = std::fs::read_to_string(cert("broker.key")).unwrap();
+    let key = std::fs::read_to_string(cert("broker-enc.key")).unwrap();
     let secured = start(&[
         "listener.name.ssl.ssl.keystore.type=PEM",
         &format!("listener.name.ssl.ssl.keystore.certificate.chain={chain}"),
         &format!("listener.name.ssl.ssl.keystore.key={key}"),
+        "listener.name.ssl.ssl.key.password=key-pass",
         "ssl.truststore.type=PEM",
         &format!("ssl.truststore.location={}", cert("ca.pem")),
         "ssl.client.auth=requested",
@@ -351,6 +353,34 @@ fn bad_tls_settings_stop_start_up_with_the_key_named() {
             &["ssl.principal.mapping.rules"],
         ),
     ];
+    // Encrypted PEM keys: a wrong or missing ssl.key.password, or one for a plain key.
+    let pem = |file: &str, password: Option<&str>| {
+        let mut v = vec![
+            "ssl.keystore.type=PEM".to_string(),
+            format!("ssl.keystore.location={}", cert(file)),
+        ];
+        v.extend(password.map(|p| format!("ssl.key.password={p}")));
+        v
+    };
+    let mut cases = cases;
+    cases.extend([
+        (
+            pem("broker-enc-key-and-chain.pem", Some("wrong-pass")),
+            &[
+                "ssl.keystore.location",
+                "cannot decrypt",
+                "ssl.key.password",
+            ][..],
+        ),
+        (
+            pem("broker-enc-key-and-chain.pem", None),
+            &["ssl.keystore.location", "encrypted", "ssl.key.password"][..],
+        ),
+        (
+            pem("broker-key-and-chain.pem", Some("key-pass")),
+            &["ssl.keystore.location", "no encrypted private key"][..],
+        ),
+    ]);
     for (settings, expected) in cases {
         let overrides: Vec<&str> = std::iter::once("listeners=SSL://127.0.0.1:0")
             .chain(settings.iter().map(String::as_str))
