@@ -118,11 +118,15 @@ pub struct ClusterConfig {
 impl Config {
     /// The listener brokers replicate over: `inter.broker.listener.name`, else the first.
     pub fn inter_broker_listener(&self) -> &str {
-        self.cluster
-            .inter_broker_listener_name
-            .as_deref()
-            .unwrap_or(&self.advertised_listeners[0].name)
+        inter_broker_name(&self.cluster, &self.advertised_listeners)
     }
+}
+
+fn inter_broker_name<'a>(cluster: &'a ClusterConfig, advertised: &'a [Listener]) -> &'a str {
+    cluster
+        .inter_broker_listener_name
+        .as_deref()
+        .unwrap_or(&advertised[0].name)
 }
 
 /// The broker's typed configuration. Units are in the names.
@@ -654,12 +658,9 @@ fn inter_broker_login(
     if cluster.voters.len() < 2 {
         return Ok(None);
     }
-    let name = cluster
-        .inter_broker_listener_name
-        .clone()
-        .unwrap_or_else(|| listeners.advertised[0].name.clone());
-    match sasl.get(&name) {
-        Some(accepted) => Ok(Some(sasl::inter_broker_login(p, &name, accepted)?)),
+    let name = inter_broker_name(cluster, &listeners.advertised);
+    match sasl.get(name) {
+        Some(accepted) => Ok(Some(sasl::inter_broker_login(p, name, accepted)?)),
         None => Ok(None),
     }
 }
@@ -834,7 +835,7 @@ mod tests {
             (login.mechanism.as_str(), login.username.as_str()),
             ("PLAIN", "broker")
         );
-        assert_eq!(login.password, "b-secret");
+        assert!(matches!(&login.secret, sasl::Secret::Password(p) if p == "b-secret"));
         // SCRAM's login module is needed, with a username and a password.
         let scram = ["sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512"];
         let e = with(&scram).unwrap_err().to_string();
@@ -847,6 +848,31 @@ mod tests {
         let e = with(&[scram[0], no_password]).unwrap_err().to_string();
         assert!(e.contains("needs username and password"), "{e}");
         assert!(!e.contains("b-secret"), "{e}");
+        // OAUTHBEARER: the login module's unsecured token claims, with a principal.
+        let oauth = |options: &str| {
+            let mut v = base.to_vec();
+            v.pop();
+            let jaas = format!(
+                "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.\
+                 common.security.oauthbearer.OAuthBearerLoginModule required {options};"
+            );
+            let mut v: Vec<String> = v.into_iter().map(String::from).collect();
+            v.push("sasl.enabled.mechanisms=OAUTHBEARER".into());
+            v.push("sasl.mechanism.inter.broker.protocol=OAUTHBEARER".into());
+            v.push(jaas);
+            load(&v.iter().map(String::as_str).collect::<Vec<_>>())
+        };
+        let login = oauth("unsecuredLoginStringClaim_sub=\"broker\"")
+            .unwrap()
+            .inter_broker_login
+            .unwrap();
+        assert_eq!(login.username, "broker");
+        assert!(matches!(login.secret, sasl::Secret::UnsecuredToken(_)));
+        let e = oauth("unsecuredLoginLifetimeSeconds=\"60\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unsecuredLoginStringClaim_sub"), "{e}");
+        assert!(e.contains("oauthbearer.sasl.jaas.config"), "{e}");
         // A single node dials no one: nothing is needed.
         let mut single = vec!["node.id=1", "listeners=SASL_PLAINTEXT://:9092"];
         single.extend_from_slice(&["sasl.enabled.mechanisms=PLAIN", plain]);

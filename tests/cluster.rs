@@ -440,6 +440,13 @@ fn brokers_replicate_over_sasl_ssl_once_they_can_log_in() {
 
     // The followers keep fetching from node 1 over sessions of 2 s: each re-authenticates
     // on its connection, and node 1 never has to close one for an ended session.
+    followers_reauthenticate_in_place(&cluster);
+}
+
+/// Node 1's SASL_SSL listener counts at least 4 re-authentications (the followers'
+/// fetchers renewing their sessions), no connection closed for an ended session and no
+/// failed re-authentication.
+fn followers_reauthenticate_in_place(cluster: &Cluster) {
     let count = |name: &str| {
         let (_, text) = common::http_get(cluster.metrics[0], "/metrics");
         common::metric_value(&text, name, &[("listener", "SASL_SSL")]).unwrap_or(0.0)
@@ -461,6 +468,57 @@ fn brokers_replicate_over_sasl_ssl_once_they_can_log_in() {
         count("kafka_server_socket_server_metrics_failed_reauthentication_total"),
         0.0
     );
+}
+
+/// Brokers that log in to each other with OAUTHBEARER, Kafka's unsecured tokens made from
+/// the login module's claims (`unsecuredLoginStringClaim_sub`), a fresh token per login.
+#[test]
+fn brokers_replicate_logging_in_with_oauthbearer_tokens() {
+    let certs = common::test_certs();
+    let mut settings: Vec<String> = vec![
+        format!(
+            "ssl.keystore.location={}",
+            certs.join("broker.p12").display()
+        ),
+        "ssl.keystore.password=broker-pass".into(),
+        format!("ssl.truststore.location={}", certs.join("ca.pem").display()),
+        "ssl.truststore.type=PEM".into(),
+    ];
+    settings.extend(
+        [
+            "sasl.enabled.mechanisms=OAUTHBEARER",
+            "sasl.mechanism.inter.broker.protocol=OAUTHBEARER",
+            "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.\
+             security.oauthbearer.OAuthBearerLoginModule required \
+             unsecuredLoginStringClaim_sub=\"broker\";",
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            // Only the brokers' principal: a follower that could not log in could not fetch.
+            "super.users=User:broker;User:ANONYMOUS",
+            "listener.name.sasl_ssl.connections.max.reauth.ms=2000",
+        ]
+        .map(String::from),
+    );
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let cluster = Cluster::start_secured(&settings);
+    let topic = "oauth";
+    create_placed(&mut cluster.node(1).client(), topic, &[1, 2, 3], Vec::new());
+    await_placement(&cluster, 1, topic, (1, vec![1, 2, 3]));
+    let mut c = cluster.node(1).client();
+    let (err, _) = c.produce(topic, 0, batch(&["a", "b", "c"]), -1);
+    assert_eq!(err, 0, "acks=all");
+    let leader = partition_size(&mut c, topic, 0).unwrap();
+    for follower in [2, 3] {
+        let mut f = cluster.node(follower).client();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while partition_size(&mut f, topic, 0) != Some(leader) {
+            assert!(
+                Instant::now() < deadline,
+                "node {follower} did not copy the log"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    followers_reauthenticate_in_place(&cluster);
 }
 
 /// Creates `topic` with one partition on `replicas` (the first leads) and `configs`,

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use super::keys::Props;
 use super::{invalid, ConfigError};
-use crate::security::oauthbearer::Validator;
+use crate::security::oauthbearer::{UnsecuredLogin, Validator};
 use crate::security::sasl::Accepted;
 
 /// The mechanisms Cairn serves.
@@ -94,13 +94,31 @@ pub(super) fn parse(p: &Props<'_>, name: &str) -> Result<Accepted, ConfigError> 
 }
 
 /// How this broker logs in to the others on a SASL inter-broker listener: Kafka's
-/// `sasl.mechanism.inter.broker.protocol`, and the `username` and `password` options of the
-/// listener's login module for that mechanism.
+/// `sasl.mechanism.inter.broker.protocol`, and the options of the listener's login module
+/// for that mechanism: `username` and `password`, or for OAUTHBEARER the unsecured token's
+/// claims.
 #[derive(Debug, Clone)]
 pub struct Login {
     pub mechanism: String,
+    /// Who this broker logs in as (the token's principal for OAUTHBEARER).
     pub username: String,
-    pub password: String,
+    pub secret: Secret,
+}
+
+#[derive(Clone)]
+pub enum Secret {
+    Password(String),
+    /// A fresh token at every login (Kafka's unsecured login callback handler).
+    UnsecuredToken(UnsecuredLogin),
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Secret::Password(_) => "Password(<hidden>)",
+            Secret::UnsecuredToken(_) => "UnsecuredToken(<hidden>)",
+        })
+    }
 }
 
 /// The login of inter-broker listener `name`, whose SASL settings are `accepted`.
@@ -127,30 +145,49 @@ pub(super) fn inter_broker_login(
         "SCRAM-SHA-256" | "SCRAM-SHA-512" => {
             "org.apache.kafka.common.security.scram.ScramLoginModule"
         }
+        "OAUTHBEARER" => "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
         _ => {
             return Err(invalid(
                 KEY,
                 &mechanism,
-                "brokers authenticate to each other with PLAIN, SCRAM-SHA-256 or \
-                 SCRAM-SHA-512 in Cairn",
+                "brokers authenticate to each other with PLAIN, SCRAM-SHA-256, \
+                 SCRAM-SHA-512 or OAUTHBEARER in Cairn",
             ))
         }
     };
     let prefix = format!("listener.name.{}.", name.to_ascii_lowercase());
+    let oauthbearer = mechanism == "OAUTHBEARER";
     let (key, mut options) = login_module(
         p,
         name,
         &prefix,
         &mechanism,
         class,
-        "the username and password this broker logs in to the others with",
-        "username=\"broker\" password=\"broker-secret\"",
+        "the login this broker logs in to the others with",
+        match oauthbearer {
+            true => "unsecuredLoginStringClaim_sub=\"broker\"",
+            false => "username=\"broker\" password=\"broker-secret\"",
+        },
     )?;
+    if oauthbearer {
+        let login = UnsecuredLogin::from_options(&options).map_err(|e| {
+            invalid(
+                &key,
+                "<hidden>",
+                &format!("listener {name} is the inter-broker listener: its login module {e}"),
+            )
+        })?;
+        return Ok(Login {
+            mechanism,
+            username: login.principal.clone(),
+            secret: Secret::UnsecuredToken(login),
+        });
+    }
     match (options.remove("username"), options.remove("password")) {
         (Some(username), Some(password)) => Ok(Login {
             mechanism,
             username,
-            password,
+            secret: Secret::Password(password),
         }),
         _ => Err(invalid(
             &key,

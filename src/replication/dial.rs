@@ -3,7 +3,7 @@
 //! truststore checks the other broker, its keystore answers a request for a client
 //! certificate), then, when it is SASL_PLAINTEXT or SASL_SSL, a login with
 //! `sasl.mechanism.inter.broker.protocol` (SaslHandshake v1, SaslAuthenticate v2) as the
-//! user of the listener's login module. The other broker sees this broker's principal,
+//! user of the listener's login module (for OAUTHBEARER, a fresh unsecured token per login). The other broker sees this broker's principal,
 //! which the authorizer must let do CLUSTER_ACTION (a super user, as in Kafka's guides).
 //! When the other broker gives the session a lifetime (`connections.max.reauth.ms`,
 //! KIP-368), a connection kept open (a follower's fetcher) logs in again on the same
@@ -21,7 +21,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio_rustls::TlsConnector;
 
-use crate::config::sasl::Login;
+use crate::config::sasl::{Login, Secret};
 use crate::config::Config;
 use crate::security::scram;
 use crate::wire::{self, frame::FrameReader};
@@ -170,21 +170,37 @@ where
                 .join(",")
         )));
     }
+    let password = match &login.secret {
+        Secret::Password(password) => password,
+        Secret::UnsecuredToken(token) => {
+            let first = token.client_first(crate::clock::now_ms());
+            let done = authenticate(frames, out, first).await?;
+            if !done.auth_bytes.is_empty() {
+                // An error challenge (RFC 7628): refused. The other broker closes the
+                // connection; it is not used again.
+                return Err(Failed::Refused(format!(
+                    "token refused: {}",
+                    String::from_utf8_lossy(&done.auth_bytes)
+                )));
+            }
+            return Ok(done.session_lifetime_ms);
+        }
+    };
     let done = match scram::Mechanism::from_name(&login.mechanism) {
         None => {
-            let token = format!("\0{}\0{}", login.username, login.password);
+            let token = format!("\0{}\0{}", login.username, password);
             authenticate(frames, out, token.into_bytes()).await?
         }
         Some(m) => {
             let nonce = scram::nonce();
-            let mut client = scram::Client::new(m, &login.username, &login.password, &nonce);
+            let mut client = scram::Client::new(m, &login.username, password, &nonce);
             let server_first = authenticate(frames, out, client.first().into_bytes()).await?;
             let salted = |salt: &[u8], iterations: i32| {
                 let mut kept = cache.lock().unwrap_or_else(|e| e.into_inner());
                 match &*kept {
                     Some((s, i, p)) if s == salt && *i == iterations => p.clone(),
                     _ => {
-                        let p = m.salted_password(&login.password, salt, iterations);
+                        let p = m.salted_password(password, salt, iterations);
                         *kept = Some((salt.to_vec(), iterations, p.clone()));
                         p
                     }

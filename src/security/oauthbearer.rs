@@ -174,9 +174,165 @@ pub fn validate(v: &Validator, jws: &str, now_ms: i64) -> Result<Token, Invalid>
     Ok(Token { name, expires_ms })
 }
 
+/// Kafka's default client-side token maker (`OAuthBearerUnsecuredLoginCallbackHandler`),
+/// what a broker logs in to the others with when `sasl.mechanism.inter.broker.protocol` is
+/// OAUTHBEARER: an unsecured JWS whose claims come from the OAuthBearerLoginModule's
+/// options (`unsecuredLoginStringClaim_<name>`, `unsecuredLoginNumberClaim_<name>`,
+/// `unsecuredLoginListClaim_<name>`, the first character of a list its separator), lasting
+/// `unsecuredLoginLifetimeSeconds` (3600), with `unsecuredLoginExtension_<name>` SASL
+/// extensions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnsecuredLogin {
+    /// The principal's name, the value of `unsecuredLoginPrincipalClaimName` (`sub`).
+    pub principal: String,
+    claims: serde_json::Map<String, Value>,
+    lifetime_ms: i64,
+    extensions: Vec<(String, String)>,
+}
+
+impl UnsecuredLogin {
+    /// From the login module's options; an error names the option at fault.
+    pub fn from_options(
+        options: &std::collections::BTreeMap<String, String>,
+    ) -> Result<UnsecuredLogin, String> {
+        let mut claims = serde_json::Map::new();
+        let mut extensions = Vec::new();
+        for (key, value) in options {
+            let claim = |prefix: &str| key.strip_prefix(prefix).map(str::to_string);
+            if let Some(name) = claim("unsecuredLoginStringClaim_") {
+                claims.insert(name, Value::String(value.clone()));
+            } else if let Some(name) = claim("unsecuredLoginNumberClaim_") {
+                let n: serde_json::Number = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("{key} must be a number, not {value}"))?;
+                claims.insert(name, Value::Number(n));
+            } else if let Some(name) = claim("unsecuredLoginListClaim_") {
+                let mut chars = value.chars();
+                let separator = chars.next().unwrap_or(',');
+                let items = chars
+                    .as_str()
+                    .split(separator)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| Value::String(s.to_string()))
+                    .collect();
+                claims.insert(name, Value::Array(items));
+            } else if let Some(name) = claim("unsecuredLoginExtension_") {
+                extensions.push((name, value.clone()));
+            }
+        }
+        if let Some(reserved) = ["iat", "exp"].iter().find(|c| claims.contains_key(**c)) {
+            return Err(format!(
+                "the {reserved} claim is set by the login itself, not by an option"
+            ));
+        }
+        let principal_claim = options
+            .get("unsecuredLoginPrincipalClaimName")
+            .map_or("sub", String::as_str);
+        let principal = match claims.get(principal_claim) {
+            Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
+            _ => {
+                return Err(format!(
+                    "needs unsecuredLoginStringClaim_{principal_claim}, the principal this \
+                     broker logs in to the others as"
+                ))
+            }
+        };
+        let lifetime_s: f64 = match options.get("unsecuredLoginLifetimeSeconds") {
+            None => 3600.0,
+            Some(v) => v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|s: &f64| *s > 0.0)
+                .ok_or_else(|| {
+                    format!("unsecuredLoginLifetimeSeconds must be a positive number, not {v}")
+                })?,
+        };
+        Ok(UnsecuredLogin {
+            principal,
+            claims,
+            lifetime_ms: (lifetime_s * 1000.0) as i64,
+            extensions,
+        })
+    }
+
+    /// The client's first message with a token issued at `now_ms`.
+    pub fn client_first(&self, now_ms: i64) -> Vec<u8> {
+        let mut claims = self.claims.clone();
+        let seconds = |ms: i64| Value::from(ms as f64 / 1000.0);
+        claims.insert("iat".into(), seconds(now_ms));
+        claims.insert("exp".into(), seconds(now_ms + self.lifetime_ms));
+        let token = format!(
+            "{}.{}.",
+            B64URL.encode(br#"{"alg":"none"}"#),
+            B64URL.encode(Value::Object(claims).to_string())
+        );
+        let mut message = format!("n,,\u{1}auth=Bearer {token}");
+        for (k, v) in &self.extensions {
+            message.push_str(&format!("\u{1}{k}={v}"));
+        }
+        message.push_str("\u{1}\u{1}");
+        message.into_bytes()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unsecured_logins_make_tokens_the_validator_takes() {
+        let options = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let login = UnsecuredLogin::from_options(&options(&[
+            ("unsecuredLoginStringClaim_sub", "broker"),
+            ("unsecuredLoginListClaim_scope", ",kafka,admin"),
+            ("unsecuredLoginNumberClaim_n", "7"),
+            ("unsecuredLoginLifetimeSeconds", "60"),
+            ("unsecuredLoginExtension_traceId", "42"),
+        ]))
+        .unwrap();
+        assert_eq!(login.principal, "broker");
+        let now = 1_800_000_000_000;
+        let (authzid, token) = parse_client_first(&login.client_first(now)).unwrap();
+        assert_eq!(authzid, None);
+        let v = Validator {
+            required_scope: vec!["kafka".into(), "admin".into()],
+            ..Validator::default()
+        };
+        assert_eq!(
+            validate(&v, &token, now + 1000),
+            Ok(Token {
+                name: "broker".into(),
+                expires_ms: now + 60_000
+            })
+        );
+        assert!(validate(&v, &token, now + 60_000).is_err(), "expired");
+        let message = String::from_utf8(login.client_first(now)).unwrap();
+        assert!(message.ends_with("\u{1}traceId=42\u{1}\u{1}"), "{message}");
+
+        // The principal claim is required; iat and exp are the login's own.
+        let err = UnsecuredLogin::from_options(&options(&[])).unwrap_err();
+        assert!(err.contains("unsecuredLoginStringClaim_sub"), "{err}");
+        let other = UnsecuredLogin::from_options(&options(&[
+            ("unsecuredLoginPrincipalClaimName", "who"),
+            ("unsecuredLoginStringClaim_who", "b2"),
+        ]));
+        assert_eq!(other.unwrap().principal, "b2");
+        for bad in [
+            ("unsecuredLoginNumberClaim_exp", "1"),
+            ("unsecuredLoginNumberClaim_n", "many"),
+            ("unsecuredLoginLifetimeSeconds", "-1"),
+        ] {
+            let o = options(&[("unsecuredLoginStringClaim_sub", "b"), bad]);
+            assert!(UnsecuredLogin::from_options(&o).is_err(), "{bad:?}");
+        }
+    }
 
     fn jws(claims: serde_json::Value) -> String {
         format!(
