@@ -255,6 +255,12 @@ pub async fn serve(
                     let handshake = tls.accept(stream);
                     match tokio::time::timeout(Duration::from_secs(10), handshake).await {
                         Ok(Ok(s)) => Box::new(s),
+                        // A peer gone mid-handshake (a restarting or cut-off voter) is
+                        // routine; anything else, a refused certificate say, is not.
+                        Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                            tracing::debug!(peer = %peer, error = %e, "controller listener: tls handshake cut short");
+                            return;
+                        }
                         Ok(Err(e)) => {
                             tracing::warn!(peer = %peer, error = %e, "controller listener: failed tls handshake");
                             return;
