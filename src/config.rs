@@ -880,6 +880,21 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_value_under_a_listener_prefix_is_named_with_its_prefix() {
+        let key = "listener.name.sasl_plaintext.plain.connections.max.reauth.ms";
+        let e = load(&[
+            "listeners=SASL_PLAINTEXT://:9092",
+            "sasl.enabled.mechanisms=PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.\
+             security.plain.PlainLoginModule required user_a=\"b\";",
+            &format!("{key}=soon"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(&format!("for {key}:")), "{e}");
+    }
+
+    #[test]
     fn bad_cluster_keys_name_the_key() {
         let with = |extra: &[&str]| {
             let mut v = KAFKA_STOCK.to_vec();

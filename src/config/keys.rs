@@ -854,6 +854,19 @@ pub fn parse(k: &Key, value: &str) -> Result<i64, super::ConfigError> {
     }
 }
 
+/// [`parse`] for a value set as `given`, which names `k` or is `k` behind a listener
+/// prefix: an error names `given`, as the operator wrote it.
+fn parse_as(k: &Key, given: &str, value: &str) -> Result<i64, super::ConfigError> {
+    parse(k, value).map_err(|e| match e {
+        super::ConfigError::Invalid { value, reason, .. } => super::ConfigError::Invalid {
+            key: given.to_string(),
+            value,
+            reason,
+        },
+        other => other,
+    })
+}
+
 /// A value as Kafka prints it: numbers without padding, booleans lower-case.
 fn normalized(k: &Key, value: &str) -> String {
     match (k.check, parse(k, value)) {
@@ -936,7 +949,9 @@ impl Props<'_> {
     pub fn checked(props: &BTreeMap<String, String>) -> Result<Props<'_>, super::ConfigError> {
         for (name, value) in props {
             match lookup(name).or_else(|| listener_key(name)) {
-                Some(k) => check(k, value.trim())?,
+                Some(k) => {
+                    parse_as(k, name, value.trim())?;
+                }
                 None => tracing::warn!(key = %name, "unknown or unsupported config key ignored"),
             }
         }
@@ -983,8 +998,8 @@ impl Props<'_> {
     /// The number set under the first of `keys` that is set (prefixed forms of `name`,
     /// strongest first), checked by `name`'s rule; else `name`'s own number or default.
     pub fn int_first(&self, keys: &[String], name: &str) -> Result<i64, super::ConfigError> {
-        match keys.iter().find_map(|k| self.get(k)) {
-            Some(v) => parse(Self::key(name), v),
+        match keys.iter().find_map(|k| Some((k, self.get(k)?))) {
+            Some((given, v)) => parse_as(Self::key(name), given, v),
             None => self.int(name),
         }
     }
