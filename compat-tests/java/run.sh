@@ -2,7 +2,7 @@
 # Black-box checks of a Kafka-compatible broker with the real Apache Kafka 4.x
 # command-line tools (jars from Maven Central, see setup.sh / pom.xml).
 #   BOOTSTRAP=127.0.0.1:9092 ./run.sh
-# Prints "PASS name" / "FAIL name: reason" per check, then exactly one line
+# Prints "PASS name (Ns)" / "FAIL name: reason (Ns)" per check, then exactly one line
 #   java-tools: N passed, M failed
 # and exits non-zero if M > 0.
 # Environment:
@@ -35,8 +35,11 @@ command -v python3 >/dev/null || { echo "FAIL setup: python3 not found"; echo "j
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/cairn-java-tools.XXXXXX")"
 PASSED=0
 FAILED=0
-pass() { echo "PASS $1"; PASSED=$((PASSED + 1)); }
-fail() { echo "FAIL $1: $2"; FAILED=$((FAILED + 1)); }
+# each result line ends with the seconds since the one before (the check's time, roughly)
+LAST_S=$SECONDS
+took() { TOOK=$((SECONDS - LAST_S)); LAST_S=$SECONDS; }
+pass() { took; echo "PASS $1 (${TOOK}s)"; PASSED=$((PASSED + 1)); }
+fail() { took; echo "FAIL $1: $2 (${TOOK}s)"; FAILED=$((FAILED + 1)); }
 # a check the client line in use cannot make (not a pass: listed apart, with the reason)
 SKIPPED=0
 skip() { echo "SKIP $1: $2"; SKIPPED=$((SKIPPED + 1)); }
@@ -376,11 +379,13 @@ check_compaction() {
     if [[ $rc -ne 0 ]]; then fail compaction "producer run $round: $(why $rc "kprod$round")"; return; fi
     sleep 1
   done
-  # The cleaner looks every log.cleaner.backoff.ms (15 s by default, in Kafka too).
+  # The cleaner looks every log.cleaner.backoff.ms (15 s by default; 1 s on the compat
+  # brokers, run-all.sh and kafka-ref/start.sh). The reads assign the one partition (no
+  # group to join), so 2 s without a record is the end.
   local tries r=""
   for tries in $(seq 1 12); do
     tool kcons org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$t" \
-      --from-beginning --timeout-ms 5000 "$FORMATTER_PROP" print.key=true "$FORMATTER_PROP" print.offset=true \
+      --partition 0 --offset earliest --timeout-ms 2000 "$FORMATTER_PROP" print.key=true "$FORMATTER_PROP" print.offset=true \
       "$FORMATTER_PROP" null.literal='<NULL>'
     if r=$(python3 - "$WORK/kcons.out" <<'PY'
 import sys
@@ -396,19 +401,19 @@ print(f"{len(got)} records, first {got[:3]}")
 sys.exit(1)
 PY
     ); then pass compaction; return; fi
-    sleep 5
+    sleep 2
   done
   fail compaction "not the latest value per key after a minute and more: $r"
 }
 
 # Reads topic $1 from the beginning with isolation level $2 (output in $WORK/$3.out) until
 # its (offset, key, value) rows equal the JSON list $4. The cleaner looks every
-# log.cleaner.backoff.ms (15 s by default, in Kafka too): a minute and more at most.
+# log.cleaner.backoff.ms (15 s by default; 1 s on the compat brokers): a minute at most.
 await_compacted() {
   local t="$1" iso="$2" name="$3" want="$4" tries
   for tries in $(seq 1 12); do
     tool "$name" org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$t" \
-      --from-beginning --timeout-ms 5000 --isolation-level "$iso" \
+      --partition 0 --offset earliest --timeout-ms 2000 --isolation-level "$iso" \
       "$FORMATTER_PROP" print.key=true "$FORMATTER_PROP" print.offset=true
     if python3 - "$WORK/$name.out" "$want" <<'PY'
 import json, sys
@@ -417,7 +422,7 @@ got = [[int(r[0].split(":")[1]), r[1], r[2]] for r in rows if len(r) >= 3]
 sys.exit(0 if got == json.loads(sys.argv[2]) else 1)
 PY
     then return 0; fi
-    sleep 5
+    sleep 2
   done
   return 1
 }
@@ -459,7 +464,7 @@ check_compaction_txn() {
   tool_in ctprod2 "$WORK/ctlast2.txt" $PRODUCER "${B[@]}" --topic "$t" "$PRODUCER_PROP" acks=all \
     "$READER_PROP" parse.key=true
   want=$(python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1]) + [[30, "last2", "v"]]))' "$want")
-  sleep 20  # a cleaner look or two, so the markers' passes run before the read
+  sleep 3  # a cleaner look or two (1 s apart), so the markers' passes run before the read
   if await_compacted "$t" read_committed ctreadc "$want"; then
     pass compaction-txn
   else
@@ -753,10 +758,13 @@ check_streams() {
   until grep -q "^state RUNNING" "$WORK/streams-second.out" 2>/dev/null || (( waited >= 90 )); do
     sleep 1; waited=$((waited + 1))
   done
+  # The input holds exactly n records (the producer exited 0). The output should too, one
+  # count per input record: read up to one more than that, and stop after 10 s with none
+  # (the second instance commits every 100 ms), so an extra count is still caught.
   tool sin org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$si" --from-beginning \
-    --timeout-ms 15000
+    --max-messages $n --timeout-ms 15000
   tool scons org.apache.kafka.tools.consumer.ConsoleConsumer "${B[@]}" --topic "$so" --from-beginning \
-    --isolation-level read_committed --timeout-ms 30000 "$FORMATTER_PROP" print.key=true \
+    --isolation-level read_committed --max-messages $((n + 1)) --timeout-ms 10000 "$FORMATTER_PROP" print.key=true \
     "$FORMATTER_PROP" key.separator=: \
     --value-deserializer org.apache.kafka.common.serialization.LongDeserializer; rc=$?
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null

@@ -79,6 +79,8 @@ num.network.threads=3
 num.io.threads=8
 log.retention.hours=168
 log.segment.bytes=1073741824
+# as compat-tests/run-all.sh starts Cairn: the cleaner looks every second, not every 15
+log.cleaner.backoff.ms=1000
 PROPS
 if [[ -n "${KAFKA_REF_EXTRA_PROPS:-}" ]]; then
   printf '%s\n' "$KAFKA_REF_EXTRA_PROPS" >> "$DATA_DIR/server.properties"
