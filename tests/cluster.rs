@@ -426,10 +426,19 @@ fn brokers_replicate_over_sasl_ssl_once_they_can_log_in() {
     }
     let leader = partition_size(&mut c, topic, 0).unwrap();
     assert!(leader > 0);
+    followers_copy(&cluster, topic, leader);
+
+    // The followers keep fetching from node 1 over sessions of 2 s: each re-authenticates
+    // on its connection, and node 1 never has to close one for an ended session.
+    followers_reauthenticate_in_place(&cluster);
+}
+
+/// Nodes 2 and 3 reach `size` in partition 0 of `topic` within a minute.
+fn followers_copy(cluster: &Cluster, topic: &str, size: i64) {
     for follower in [2, 3] {
         let mut f = cluster.node(follower).client();
         let deadline = Instant::now() + Duration::from_secs(60);
-        while partition_size(&mut f, topic, 0) != Some(leader) {
+        while partition_size(&mut f, topic, 0) != Some(size) {
             assert!(
                 Instant::now() < deadline,
                 "node {follower} did not copy the log"
@@ -437,10 +446,6 @@ fn brokers_replicate_over_sasl_ssl_once_they_can_log_in() {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-
-    // The followers keep fetching from node 1 over sessions of 2 s: each re-authenticates
-    // on its connection, and node 1 never has to close one for an ended session.
-    followers_reauthenticate_in_place(&cluster);
 }
 
 /// Node 1's SASL_SSL listener counts at least 4 re-authentications (the followers'
@@ -492,7 +497,7 @@ fn brokers_replicate_logging_in_with_oauthbearer_tokens() {
              security.oauthbearer.OAuthBearerLoginModule required \
              unsecuredLoginStringClaim_sub=\"broker\";",
             "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            // Only the brokers' principal: a follower that could not log in could not fetch.
+            // The brokers' principal (the tokens' sub); the tests' clients are ANONYMOUS.
             "super.users=User:broker;User:ANONYMOUS",
             "listener.name.sasl_ssl.connections.max.reauth.ms=2000",
         ]
@@ -507,17 +512,7 @@ fn brokers_replicate_logging_in_with_oauthbearer_tokens() {
     let (err, _) = c.produce(topic, 0, batch(&["a", "b", "c"]), -1);
     assert_eq!(err, 0, "acks=all");
     let leader = partition_size(&mut c, topic, 0).unwrap();
-    for follower in [2, 3] {
-        let mut f = cluster.node(follower).client();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while partition_size(&mut f, topic, 0) != Some(leader) {
-            assert!(
-                Instant::now() < deadline,
-                "node {follower} did not copy the log"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
+    followers_copy(&cluster, topic, leader);
     followers_reauthenticate_in_place(&cluster);
 }
 
