@@ -3,8 +3,9 @@
 //! truststore checks the other broker, its keystore answers a request for a client
 //! certificate), then, when it is SASL_PLAINTEXT or SASL_SSL, a login with
 //! `sasl.mechanism.inter.broker.protocol` (SaslHandshake v1, SaslAuthenticate v2) as the
-//! user of the listener's login module (for OAUTHBEARER, a fresh unsecured token per login). The other broker sees this broker's principal,
-//! which the authorizer must let do CLUSTER_ACTION (a super user, as in Kafka's guides).
+//! user of the listener's login module (for OAUTHBEARER, a fresh unsecured token per
+//! login). The other broker sees this broker's principal, which the authorizer must let
+//! do CLUSTER_ACTION (a super user, as in Kafka's guides).
 //! When the other broker gives the session a lifetime (`connections.max.reauth.ms`,
 //! KIP-368), a connection kept open (a follower's fetcher) logs in again on the same
 //! connection before it ends, as Kafka's brokers do.
