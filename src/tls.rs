@@ -326,8 +326,8 @@ fn pem_key(store: &Store, bytes: &[u8]) -> anyhow::Result<PrivateKeyDer<'static>
             store.key
         ),
         (Some(base64_text), Some(password)) => {
-            let der: String = base64_text.split_whitespace().collect();
             use base64::Engine;
+            let der: String = base64_text.split_whitespace().collect();
             let der = base64::engine::general_purpose::STANDARD
                 .decode(der)
                 .with_context(|| format!("{}: bad base64 in the encrypted key", store.key))?;

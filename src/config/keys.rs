@@ -831,11 +831,6 @@ pub fn listener_key(name: &str) -> Option<&'static Key> {
     lookup(key).filter(|k| k.name.starts_with("ssl.") || k.name == "sasl.enabled.mechanisms")
 }
 
-/// Checks a value given for `k`; the error names the key and says why.
-pub fn check(k: &Key, value: &str) -> Result<(), super::ConfigError> {
-    parse(k, value).map(|_| ())
-}
-
 /// A checked value: a number for [`Check::Int`], 0 or 1 for [`Check::Bool`], 0 for text.
 pub fn parse(k: &Key, value: &str) -> Result<i64, super::ConfigError> {
     let bad = |reason: &str| super::invalid(k.name, value, reason);
@@ -1084,7 +1079,7 @@ mod tests {
             assert!(seen.insert(k.name), "{} is listed twice", k.name);
             assert!(!k.doc.is_empty(), "{} has no documentation", k.name);
             if let Some(d) = k.default {
-                assert!(check(k, d).is_ok(), "default of {} fails its check", k.name);
+                assert!(parse(k, d).is_ok(), "default of {} fails its check", k.name);
             }
             // A number without a default is read only where a synonym group picks it
             // because it was set (Props::winner); elsewhere it would silently read as 0.
