@@ -171,11 +171,18 @@ impl Broker {
     pub async fn start_cluster(
         self: &Arc<Self>,
         listener: Option<tokio::net::TcpListener>,
-        dial: crate::replication::dial::Dialer,
+        dial: crate::dial::Dialer,
         quorum_tls: Option<crate::tls::Mutual>,
     ) -> anyhow::Result<Arc<Cluster>> {
         let seed = self.seed();
-        let controller = ControllerNode::start(&self.config, listener, seed, quorum_tls).await?;
+        let controller = ControllerNode::start(
+            &self.config,
+            listener,
+            seed,
+            quorum_tls,
+            self.metrics.clone(),
+        )
+        .await?;
         let node = Node {
             config: self.config.clone(),
             catalog: self.catalog.clone(),

@@ -57,6 +57,13 @@ impl Listener {
     }
 }
 
+/// The SASL side of a controller listener.
+#[derive(Debug, Clone)]
+pub struct ControllerSasl {
+    pub accepted: std::sync::Arc<crate::security::sasl::Accepted>,
+    pub login: sasl::Login,
+}
+
 /// A member of the controller quorum (`controller.quorum.voters`: `id@host:port`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Voter {
@@ -141,7 +148,7 @@ pub struct Config {
     /// The TLS settings of each client listener whose protocol is SSL or SASL_SSL, by
     /// listener name.
     pub ssl: BTreeMap<String, ssl::Ssl>,
-    /// The TLS settings of an SSL controller listener: the quorum's connections (between
+    /// The TLS settings of an SSL or SASL_SSL controller listener: the quorum's connections (between
     /// voters, and brokers' requests to the controller) use both of its sides.
     pub controller_ssl: Option<ssl::Ssl>,
     /// What each SASL_PLAINTEXT or SASL_SSL client listener accepts, by listener name.
@@ -149,6 +156,9 @@ pub struct Config {
     /// How this broker logs in to the others, in a cluster whose inter-broker listener is
     /// SASL_PLAINTEXT or SASL_SSL.
     pub inter_broker_login: Option<sasl::Login>,
+    /// A SASL_PLAINTEXT or SASL_SSL controller listener of a cluster: what it accepts, and
+    /// how this node logs in to the other voters.
+    pub controller_sasl: Option<ControllerSasl>,
     /// The StandardAuthorizer's settings when `authorizer.class.name` names it; `None`:
     /// no authorizer, every client may do everything.
     pub authorizer: Option<std::sync::Arc<crate::security::acl::Settings>>,
@@ -383,6 +393,7 @@ impl Config {
         let (ssl, controller_ssl) = tls_listeners(&p, &listeners)?;
         let sasl = sasl_listeners(&p, &listeners)?;
         let inter_broker_login = inter_broker_login(&p, &cluster, &listeners, &sasl)?;
+        let controller_sasl = controller_sasl(&p, &cluster, &listeners)?;
         Ok(Config {
             node_id,
             listeners: listeners.client,
@@ -392,6 +403,7 @@ impl Config {
             controller_ssl,
             sasl,
             inter_broker_login,
+            controller_sasl,
             authorizer: authorizer(&p)?,
             log_dirs: log_dirs(&p)?,
             num_partitions: p.int("num.partitions")? as i32,
@@ -563,37 +575,25 @@ fn group_sessions(p: &Props<'_>) -> Result<(u64, u64), ConfigError> {
     Ok((min, max))
 }
 
-/// The `ssl.*` settings of every SSL or SASL_SSL client listener, and of an SSL controller
-/// listener. The quorum speaks TLS but not SASL: a SASL controller listener is refused with
-/// that said.
+/// The `ssl.*` settings of every SSL or SASL_SSL listener, the controller listener's apart.
 fn tls_listeners(
     p: &Props<'_>,
     listeners: &cluster::Listeners,
 ) -> Result<(BTreeMap<String, ssl::Ssl>, Option<ssl::Ssl>), ConfigError> {
-    let protocol = |name: &str| listeners.protocol_map.get(name).map(String::as_str);
-    let mut controller = None;
-    for l in &listeners.controller {
-        match protocol(&l.name) {
-            Some("SSL") => controller = Some(ssl::parse(p, &l.name)?),
-            Some("PLAINTEXT") => {}
-            _ => {
-                return Err(invalid(
-                    "listener.security.protocol.map",
-                    p.text("listener.security.protocol.map"),
-                    &format!(
-                        "controller listener {} is neither PLAINTEXT nor SSL; the quorum speaks \
-                         TLS (SSL, with ssl.client.auth=required to admit only nodes with a \
-                         trusted certificate) but not SASL",
-                        l.name
-                    ),
-                ))
-            }
-        }
-    }
+    let tls = |name: &str| {
+        matches!(
+            listeners.protocol_map.get(name).map(String::as_str),
+            Some("SSL" | "SASL_SSL")
+        )
+    };
+    let controller = match listeners.controller.iter().find(|l| tls(&l.name)) {
+        Some(l) => Some(ssl::parse(p, &l.name)?),
+        None => None,
+    };
     let client = listeners
         .client
         .iter()
-        .filter(|l| matches!(protocol(&l.name), Some("SSL" | "SASL_SSL")))
+        .filter(|l| tls(&l.name))
         .map(|l| Ok((l.name.clone(), ssl::parse(p, &l.name)?)))
         .collect::<Result<_, ConfigError>>()?;
     Ok((client, controller))
@@ -646,6 +646,32 @@ fn sasl_listeners(
         })
         .map(|l| Ok((l.name.clone(), sasl::parse(p, &l.name)?.into())))
         .collect()
+}
+
+/// What a SASL_PLAINTEXT or SASL_SSL controller listener of a cluster accepts, and how
+/// this node logs in on it (a single node's quorum has no one to listen to).
+fn controller_sasl(
+    p: &Props<'_>,
+    cluster: &ClusterConfig,
+    listeners: &cluster::Listeners,
+) -> Result<Option<ControllerSasl>, ConfigError> {
+    if cluster.voters.len() < 2 {
+        return Ok(None);
+    }
+    let Some(l) = listeners.controller.iter().find(|l| {
+        matches!(
+            listeners.protocol_map.get(&l.name).map(String::as_str),
+            Some("SASL_PLAINTEXT" | "SASL_SSL")
+        )
+    }) else {
+        return Ok(None);
+    };
+    let accepted = sasl::parse(p, &l.name)?;
+    let login = sasl::controller_login(p, &l.name, &accepted)?;
+    Ok(Some(ControllerSasl {
+        accepted: accepted.into(),
+        login,
+    }))
 }
 
 /// The login on a SASL inter-broker listener of a cluster (a single node dials no one).
@@ -791,9 +817,6 @@ mod tests {
         let c = load(&cluster).unwrap();
         assert_eq!(c.inter_broker_listener(), "SSL");
         assert!(c.inter_broker_login.is_none());
-        cluster.push("listener.security.protocol.map=SSL:SSL,CONTROLLER:SASL_SSL");
-        let e = load(&cluster).unwrap_err().to_string();
-        assert!(e.contains("controller listener CONTROLLER"), "{e}");
         // The quorum over TLS: the controller listener's own settings.
         cluster.push("listener.security.protocol.map=SSL:SSL,CONTROLLER:SSL");
         cluster.push("listener.name.controller.ssl.client.auth=required");
@@ -802,6 +825,79 @@ mod tests {
         let quorum = c.controller_ssl.unwrap();
         assert_eq!(quorum.client_auth, ClientAuth::Required);
         assert!(c.ssl["SSL"].client_auth == ClientAuth::None);
+    }
+
+    #[test]
+    fn a_sasl_controller_listener_needs_plain_or_oauthbearer_and_a_login() {
+        let base = [
+            "node.id=1",
+            "process.roles=broker,controller",
+            "controller.quorum.voters=1@localhost:9093,2@b:9093,3@c:9093",
+            "controller.listener.names=CONTROLLER",
+            "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
+            "advertised.listeners=PLAINTEXT://localhost:9092",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL",
+            "ssl.keystore.location=/k.p12",
+            "listener.name.controller.sasl.enabled.mechanisms=PLAIN,OAUTHBEARER",
+            "listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.\
+             plain.PlainLoginModule required username=\"c\" password=\"c-secret\" \
+             user_c=\"c-secret\";",
+            "listener.name.controller.oauthbearer.sasl.jaas.config=org.apache.kafka.common.\
+             security.oauthbearer.OAuthBearerLoginModule required \
+             unsecuredLoginStringClaim_sub=\"c\";",
+        ];
+        let with = |extra: &[&str]| {
+            let mut v = base.to_vec();
+            v.extend_from_slice(extra);
+            load(&v)
+        };
+        // Kafka's default mechanism, GSSAPI: refused naming the key.
+        let e = with(&[]).unwrap_err().to_string();
+        assert!(e.contains("sasl.mechanism.controller.protocol"), "{e}");
+        let c = with(&["sasl.mechanism.controller.protocol=PLAIN"]).unwrap();
+        let sasl = c.controller_sasl.unwrap();
+        assert_eq!(sasl.login.username, "c");
+        assert_eq!(sasl.accepted.plain_users["c"], "c-secret");
+        assert!(c.controller_ssl.is_some(), "SASL_SSL speaks TLS");
+        assert!(c.inter_broker_login.is_none());
+        let c = with(&["sasl.mechanism.controller.protocol=OAUTHBEARER"]).unwrap();
+        assert!(matches!(
+            c.controller_sasl.unwrap().login.secret,
+            sasl::Secret::UnsecuredToken(_)
+        ));
+        // SCRAM's credentials live in the metadata the quorum carries: refused, saying so.
+        let e = with(&[
+            "sasl.mechanism.controller.protocol=PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("listener.name.controller.sasl.enabled.mechanisms") && e.contains("SCRAM"),
+            "{e}"
+        );
+        // A PLAIN login module without the node's own username: refused naming the key.
+        let e = with(&[
+            "sasl.mechanism.controller.protocol=PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.\
+             plain.PlainLoginModule required user_c=\"c-secret\";",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("listener.name.controller.plain.sasl.jaas.config")
+                && e.contains("controller listener"),
+            "{e}"
+        );
+        // A single node's quorum dials no one: no login is needed.
+        let single: Vec<&str> = base
+            .iter()
+            .map(|k| match k.starts_with("controller.quorum.voters") {
+                true => "controller.quorum.voters=1@localhost:9093",
+                false => k,
+            })
+            .collect();
+        assert!(load(&single).unwrap().controller_sasl.is_none());
     }
 
     #[test]

@@ -364,7 +364,7 @@ mod tests {
         let broker =
             Broker::with_stores(config, APIS, store.clone(), dirs, store, Vec::new()).unwrap();
         // The metadata quorum of one (its Raft log in the temp dir) decides the topic.
-        let dial = crate::replication::dial::Dialer::new(&broker.config).unwrap();
+        let dial = crate::dial::Dialer::new(&broker.config).unwrap();
         let cluster = broker.start_cluster(None, dial, None).await.unwrap();
         cluster.await_running().await;
         broker.auto_create("t").await.unwrap();

@@ -31,7 +31,9 @@
 //! - [`metrics`]: counter handles under Strimzi's and kafka_exporter's names (no state).
 //! - [`storage`]: narrow storage traits; `storage::rocks` is the only place RocksDB is named.
 //!   [`tls`]: rustls configurations from a listener's `ssl.*` settings, for listeners and
-//!   for this broker's connections to the others.
+//!   for this broker's connections to the others. [`dial`]: how a node reaches another's
+//!   listener (TCP, TLS, a SASL login): followers and peer calls on the inter-broker
+//!   listener, voters and brokers' requests on the controller listener.
 //! - At the bottom, used by all: [`wire`] (Kafka frames and envelopes), [`config`],
 //!   [`security`] (SCRAM's credentials and exchange),
 //!   [`error`] (the one mapping to Kafka error codes), [`clock`], [`shutdown`].
@@ -56,6 +58,7 @@ pub mod clock;
 pub mod config;
 pub mod controller;
 pub mod coordinator;
+pub mod dial;
 pub mod dispatch;
 pub mod error;
 pub mod group_config;

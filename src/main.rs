@@ -65,7 +65,7 @@ fn main() -> ExitCode {
         }
     };
     // So is the inter-broker listener's truststore, which this broker checks the others with.
-    let dial = match cairn::replication::dial::Dialer::new(&config) {
+    let dial = match cairn::dial::Dialer::new(&config) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("cairn: configuration error: {e:#}");
@@ -108,7 +108,7 @@ fn main() -> ExitCode {
 async fn run(
     config: Config,
     tls: BTreeMap<String, cairn::server::tls::Tls>,
-    dial: cairn::replication::dial::Dialer,
+    dial: cairn::dial::Dialer,
     quorum_tls: Option<cairn::tls::Mutual>,
     started: Instant,
 ) -> anyhow::Result<()> {

@@ -28,6 +28,8 @@ struct Cluster {
     nodes: Vec<Broker>,
     /// Each node's metrics listener (secured clusters only).
     metrics: Vec<std::net::SocketAddr>,
+    /// Each node's controller listener port.
+    controller: Vec<u16>,
     _tmp: tempfile::TempDir,
 }
 
@@ -115,6 +117,7 @@ impl Cluster {
         Cluster {
             nodes,
             metrics,
+            controller: ctrl,
             _tmp: tmp,
         }
     }
@@ -475,12 +478,10 @@ fn followers_reauthenticate_in_place(cluster: &Cluster) {
     );
 }
 
-/// Brokers that log in to each other with OAUTHBEARER, Kafka's unsecured tokens made from
-/// the login module's claims (`unsecuredLoginStringClaim_sub`), a fresh token per login.
-#[test]
-fn brokers_replicate_logging_in_with_oauthbearer_tokens() {
+/// The tests' keystore (PKCS12) and truststore (PEM) for every TLS listener.
+fn tls_stores() -> Vec<String> {
     let certs = common::test_certs();
-    let mut settings: Vec<String> = vec![
+    vec![
         format!(
             "ssl.keystore.location={}",
             certs.join("broker.p12").display()
@@ -488,7 +489,14 @@ fn brokers_replicate_logging_in_with_oauthbearer_tokens() {
         "ssl.keystore.password=broker-pass".into(),
         format!("ssl.truststore.location={}", certs.join("ca.pem").display()),
         "ssl.truststore.type=PEM".into(),
-    ];
+    ]
+}
+
+/// Brokers that log in to each other with OAUTHBEARER, Kafka's unsecured tokens made from
+/// the login module's claims (`unsecuredLoginStringClaim_sub`), a fresh token per login.
+#[test]
+fn brokers_replicate_logging_in_with_oauthbearer_tokens() {
+    let mut settings = tls_stores();
     settings.extend(
         [
             "sasl.enabled.mechanisms=OAUTHBEARER",
@@ -514,6 +522,117 @@ fn brokers_replicate_logging_in_with_oauthbearer_tokens() {
     let leader = partition_size(&mut c, topic, 0).unwrap();
     followers_copy(&cluster, topic, leader);
     followers_reauthenticate_in_place(&cluster);
+}
+
+/// The quorum over SASL_PLAINTEXT: voters log in to each other (and brokers to the active
+/// controller) with PLAIN as `controller` before any Raft or broker RPC, over sessions of
+/// 2 s, which the dialling side renews by dialling again before they end. A connection
+/// that sends an RPC or an absurd frame before logging in, logs in with a wrong password,
+/// or never logs in, is refused and closed, counted as a failed authentication, and the
+/// quorum goes on deciding.
+#[test]
+fn voters_log_in_to_each_other_on_a_sasl_controller_listener() {
+    use kafka_protocol::messages::{
+        SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    };
+    let mut settings = tls_stores();
+    settings.extend([
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,\
+         CONTROLLER:SASL_PLAINTEXT"
+            .into(),
+        "sasl.enabled.mechanisms=PLAIN".into(),
+        "sasl.mechanism.inter.broker.protocol=PLAIN".into(),
+        "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.\
+         plain.PlainLoginModule required username=\"broker\" password=\"b-secret\" \
+         user_broker=\"b-secret\";"
+            .into(),
+        "sasl.mechanism.controller.protocol=PLAIN".into(),
+        "listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.\
+         plain.PlainLoginModule required username=\"controller\" password=\"c-secret\" \
+         user_controller=\"c-secret\";"
+            .into(),
+        "listener.name.controller.connections.max.reauth.ms=2000".into(),
+    ]);
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let cluster = Cluster::start_secured(&settings);
+    let count = |name: &str| -> f64 {
+        cluster
+            .metrics
+            .iter()
+            .map(|m| {
+                let (_, text) = common::http_get(*m, "/metrics");
+                common::metric_value(&text, name, &[("listener", "CONTROLLER")]).unwrap_or(0.0)
+            })
+            .sum()
+    };
+    let logins = "kafka_server_socket_server_metrics_successful_authentication_total";
+    let failures = "kafka_server_socket_server_metrics_failed_authentication_total";
+    let topic = "quorum-logged-in";
+    create_placed(&mut cluster.node(1).client(), topic, &[1, 2, 3], Vec::new());
+    await_placement(&cluster, 1, topic, (1, vec![1, 2, 3]));
+
+    // The leader's connections to the others, which carry its heartbeats, outlive three
+    // sessions: each is dialled again before its session ends, never used after.
+    let first = count(logins);
+    assert!(first >= 2.0, "the voters logged in {first} times");
+    std::thread::sleep(Duration::from_secs(6));
+    assert!(count(logins) > first, "no logins as the sessions end");
+    assert_eq!(
+        count("kafka_server_socket_server_metrics_expired_connections_killed_count"),
+        0.0,
+        "a voter's connection was used after its session ended"
+    );
+    assert_eq!(count(failures), 0.0);
+
+    let ctrl = std::net::SocketAddr::from(([127, 0, 0, 1], cluster.controller[0]));
+    // A connection that never logs in: closed after 10 s, counted (checked last).
+    let mut silent = Client::connect(ctrl);
+    // A frame longer than any login could be: closed, counted.
+    let mut c = Client::connect(ctrl);
+    c.send_raw(&(64u32 << 20).to_be_bytes());
+    assert!(c.is_closed(), "a 64 MiB login frame was waited for");
+    // An RPC (here a Kafka Metadata request) before logging in: closed, counted.
+    let mut c = Client::connect(ctrl);
+    c.send_only(ApiKey::Metadata, 12, &MetadataRequest::default());
+    assert!(c.is_closed(), "served before logging in");
+    // A wrong password: answered SASL_AUTHENTICATION_FAILED, then closed, counted.
+    let mut c = Client::connect(ctrl);
+    let h: SaslHandshakeResponse = c.send(
+        ApiKey::SaslHandshake,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    );
+    assert_eq!(h.error_code, 0, "{h:?}");
+    let token = bytes::Bytes::from_static(b"\0controller\0wrong");
+    let a: SaslAuthenticateResponse = c.send(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(token),
+    );
+    assert_eq!(a.error_code, 58, "{a:?}");
+    assert!(c.is_closed(), "kept open after a failed login");
+    // The quorum goes on deciding.
+    create_placed(
+        &mut cluster.node(2).client(),
+        "after",
+        &[2, 3, 1],
+        Vec::new(),
+    );
+    await_placement(&cluster, 2, "after", (2, vec![2, 3, 1]));
+    assert!(
+        silent.is_closed(),
+        "a connection that never logged in was kept"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(failures) < 4.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the refused logins were not all counted: {}",
+            count(failures)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Creates `topic` with one partition on `replicas` (the first leads) and `configs`,

@@ -257,13 +257,18 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         default: Some("GSSAPI"),
-        doc: "The SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
+        doc: "The SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER.",
         ..text("sasl.enabled.mechanisms", Kind::List)
     },
     Key {
         default: Some("GSSAPI"),
         doc: "The mechanism brokers authenticate to each other with on a SASL inter-broker listener.",
         ..text("sasl.mechanism.inter.broker.protocol", Kind::String)
+    },
+    Key {
+        default: Some("GSSAPI"),
+        doc: "The mechanism nodes authenticate to the controllers with on a SASL controller listener: PLAIN or OAUTHBEARER.",
+        ..text("sasl.mechanism.controller.protocol", Kind::String)
     },
     Key {
         doc: "A listener's JAAS login module, set as listener.name.<l>.<mechanism>.sasl.jaas.config.",

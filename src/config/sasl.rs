@@ -127,43 +127,125 @@ pub(super) fn inter_broker_login(
     name: &str,
     accepted: &Accepted,
 ) -> Result<Login, ConfigError> {
-    const KEY: &str = "sasl.mechanism.inter.broker.protocol";
-    let mechanism = p.text(KEY).trim().to_ascii_uppercase();
+    login(p, name, accepted, Role::InterBroker)
+}
+
+/// The login of controller listener `name`, whose SASL settings are `accepted`: voters
+/// log in to each other, and brokers to the active controller, with it. SCRAM's
+/// credentials live in the metadata the quorum itself carries, so the quorum cannot need
+/// them to form (Kafka asks for credentials bootstrapped at format time, KIP-900, which
+/// Cairn has not): PLAIN and OAUTHBEARER only.
+pub(super) fn controller_login(
+    p: &Props<'_>,
+    name: &str,
+    accepted: &Accepted,
+) -> Result<Login, ConfigError> {
+    if let Some(m) = accepted.mechanisms.iter().find(|m| m.starts_with("SCRAM")) {
+        // The key as written: the listener's own, else the unprefixed one.
+        let prefixed = format!(
+            "listener.name.{}.sasl.enabled.mechanisms",
+            name.to_ascii_lowercase()
+        );
+        let key = match p.get(&prefixed) {
+            Some(_) => prefixed,
+            None => "sasl.enabled.mechanisms".to_string(),
+        };
+        return Err(invalid(
+            &key,
+            &accepted.mechanisms.join(","),
+            &format!(
+                "{name} is the controller listener, which takes PLAIN or OAUTHBEARER, not {m}: \
+                 SCRAM credentials live in the metadata the controllers replicate, so the \
+                 quorum cannot need them to form"
+            ),
+        ));
+    }
+    login(p, name, accepted, Role::Controller)
+}
+
+/// Whose login a listener's is.
+#[derive(Clone, Copy)]
+enum Role {
+    InterBroker,
+    Controller,
+}
+
+impl Role {
+    fn key(self) -> &'static str {
+        match self {
+            Role::InterBroker => "sasl.mechanism.inter.broker.protocol",
+            Role::Controller => "sasl.mechanism.controller.protocol",
+        }
+    }
+
+    fn listener(self) -> &'static str {
+        match self {
+            Role::InterBroker => "inter-broker listener",
+            Role::Controller => "controller listener",
+        }
+    }
+
+    fn who(self) -> &'static str {
+        match self {
+            Role::InterBroker => "brokers authenticate to each other",
+            Role::Controller => "nodes authenticate to the controllers",
+        }
+    }
+
+    fn mechanisms(self) -> &'static [&'static str] {
+        match self {
+            Role::InterBroker => &SUPPORTED,
+            Role::Controller => &["PLAIN", "OAUTHBEARER"],
+        }
+    }
+}
+
+fn login(p: &Props<'_>, name: &str, accepted: &Accepted, role: Role) -> Result<Login, ConfigError> {
+    let key = role.key();
+    let mechanism = p.text(key).trim().to_ascii_uppercase();
     if !accepted.mechanisms.contains(&mechanism) {
         return Err(invalid(
-            KEY,
+            key,
             &mechanism,
             &format!(
-                "brokers authenticate to each other on listener {name} with this mechanism, \
-                 which must be one of its sasl.enabled.mechanisms ({})",
+                "{} on listener {name} with this mechanism, which must be one of its \
+                 sasl.enabled.mechanisms ({})",
+                role.who(),
                 accepted.mechanisms.join(",")
             ),
         ));
     }
     let class = match mechanism.as_str() {
-        "PLAIN" => "org.apache.kafka.common.security.plain.PlainLoginModule",
+        m if !role.mechanisms().contains(&m) => None,
+        "PLAIN" => Some("org.apache.kafka.common.security.plain.PlainLoginModule"),
         "SCRAM-SHA-256" | "SCRAM-SHA-512" => {
-            "org.apache.kafka.common.security.scram.ScramLoginModule"
+            Some("org.apache.kafka.common.security.scram.ScramLoginModule")
         }
-        "OAUTHBEARER" => "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
-        _ => {
-            return Err(invalid(
-                KEY,
-                &mechanism,
-                "brokers authenticate to each other with PLAIN, SCRAM-SHA-256, \
-                 SCRAM-SHA-512 or OAUTHBEARER in Cairn",
-            ))
+        "OAUTHBEARER" => {
+            Some("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule")
         }
+        _ => None,
+    };
+    let Some(class) = class else {
+        return Err(invalid(
+            key,
+            &mechanism,
+            &format!(
+                "{} with {} in Cairn",
+                role.who(),
+                role.mechanisms().join(", ")
+            ),
+        ));
     };
     let prefix = format!("listener.name.{}.", name.to_ascii_lowercase());
     let oauthbearer = mechanism == "OAUTHBEARER";
-    let (key, mut options) = login_module(
+    let (jaas_key, mut options) = login_module(
         p,
         name,
         &prefix,
         &mechanism,
         class,
-        "the login this broker logs in to the others with",
+        "the login this node logs in to the others with",
         match oauthbearer {
             true => "unsecuredLoginStringClaim_sub=\"broker\"",
             false => "username=\"broker\" password=\"broker-secret\"",
@@ -172,9 +254,12 @@ pub(super) fn inter_broker_login(
     if oauthbearer {
         let login = UnsecuredLogin::from_options(&options).map_err(|e| {
             invalid(
-                &key,
+                &jaas_key,
                 "<hidden>",
-                &format!("listener {name} is the inter-broker listener: its login module {e}"),
+                &format!(
+                    "listener {name} is the {}: its login module {e}",
+                    role.listener()
+                ),
             )
         })?;
         return Ok(Login {
@@ -190,12 +275,12 @@ pub(super) fn inter_broker_login(
             secret: Secret::Password(password),
         }),
         _ => Err(invalid(
-            &key,
+            &jaas_key,
             "<hidden>",
             &format!(
-                "listener {name} is the inter-broker listener: its {mechanism} login module \
-                 needs username and password options, what this broker logs in to the others \
-                 with"
+                "listener {name} is the {}: its {mechanism} login module needs username and \
+                 password options, what this node logs in to the others with",
+                role.listener()
             ),
         )),
     }

@@ -47,9 +47,7 @@ impl ControllerClient {
 
     async fn call_one(&self, voter: &Voter, req: &BrokerRequest) -> std::io::Result<BrokerReply> {
         let addr = format!("{}:{}", voter.host, voter.port);
-        // The controller listener's client side, when it speaks TLS.
-        let tls = self.local.tls.as_ref().map(|t| &t.connector);
-        let connect = crate::tls::connect(&addr, tls);
+        let connect = self.local.dial.connect(&addr);
         let mut s = tokio::time::timeout(Duration::from_secs(2), connect)
             .await
             .map_err(|_| std::io::Error::other(format!("connecting to {addr} timed out")))??;

@@ -18,6 +18,7 @@
 //! (Kafka's combined mode with one controller), so a single node and a cluster take one path.
 
 pub mod client;
+mod login;
 pub mod metadata;
 pub mod network;
 pub mod raft;
@@ -65,14 +66,20 @@ mod quorum_tests {
         let raft = Raft::new(
             id,
             Arc::new(config.validate().unwrap()),
-            Network::default(),
+            Network {
+                addrs: BTreeMap::new(),
+                dial: Arc::new(crate::dial::Dialer::controller(
+                    &crate::config::Config::from_props(BTreeMap::new()).unwrap(),
+                    None,
+                )),
+            },
             LogStore::new(db),
             sm,
         )
         .await
         .unwrap();
         let (stop, rx) = watch::channel(false);
-        tokio::spawn(network::serve(listener, None, raft.clone(), None, rx));
+        tokio::spawn(network::serve(listener, None, None, raft.clone(), None, rx));
         Voter {
             raft,
             image,

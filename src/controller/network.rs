@@ -1,11 +1,13 @@
-//! Raft RPCs between controllers over TCP on the controller listener (TLS when it is SSL): a
-//! 4-byte length and a JSON body per message, one request and its answer at a time per
-//! connection, the connection kept for the next call and re-dialled after any failure.
+//! Raft RPCs between controllers over TCP on the controller listener (TLS when it is SSL or
+//! SASL_SSL; first a SASL login when it is SASL_PLAINTEXT or SASL_SSL, see [`super::login`]):
+//! a 4-byte length and a JSON body per message, one request and its answer at a time per
+//! connection, the connection kept for the next call and re-dialled after any failure and
+//! before its login's session ends.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
@@ -20,10 +22,12 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_rustls::{TlsAcceptor, TlsConnector};
+use tokio_rustls::TlsAcceptor;
 
-use crate::tls::Stream;
+use crate::dial::{Dialer, Stream};
+use crate::security::sasl::Session;
 
+use super::login::{Gate, NotAdmitted};
 use super::raft::{NodeId, TypeConfig};
 use super::rpc::{BrokerReply, BrokerRequest};
 use futures_util::future::BoxFuture;
@@ -78,11 +82,11 @@ pub(crate) async fn read_frame<T: for<'de> Deserialize<'de>>(
 /// Dials voters by the address this node's `controller.quorum.voters` gives them (each node
 /// may reach a voter its own way, as in Kafka's static quorum), else by the address in their
 /// membership entry.
-#[derive(Default, Clone)]
+#[derive(Clone)]
 pub struct Network {
     pub addrs: BTreeMap<NodeId, String>,
-    /// The controller listener's client side, when it speaks TLS.
-    pub tls: Option<TlsConnector>,
+    /// The controller listener's client side.
+    pub dial: Arc<Dialer>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -96,7 +100,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
                 .get(&target)
                 .cloned()
                 .unwrap_or_else(|| node.addr.clone()),
-            tls: self.tls.clone(),
+            dial: self.dial.clone(),
             conn: None,
         }
     }
@@ -105,8 +109,9 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 pub struct Peer {
     target: NodeId,
     addr: String,
-    tls: Option<TlsConnector>,
-    conn: Option<Stream>,
+    dial: Arc<Dialer>,
+    /// The open connection, and when its login's session is near its end.
+    conn: Option<(Stream, Option<Instant>)>,
 }
 
 /// Why a call did not get an answer.
@@ -118,18 +123,22 @@ enum CallError {
 impl Peer {
     async fn call(&mut self, rpc: &Rpc, ttl: Duration) -> Result<Reply, CallError> {
         let result = tokio::time::timeout(ttl, async {
-            if self.conn.is_none() {
-                let s = crate::tls::connect(&self.addr, self.tls.as_ref())
-                    .await
-                    .map_err(|e| {
-                        if e.kind() == std::io::ErrorKind::PermissionDenied {
-                            tracing::warn!(voter = self.target, error = %e, "cannot reach a voter");
-                        }
-                        CallError::Unreachable(e)
-                    })?;
-                self.conn = Some(s);
+            // A session about to end is not used: the other side would close it.
+            if let Some((_, Some(end))) = &self.conn {
+                if Instant::now() >= *end {
+                    self.conn = None;
+                }
             }
-            let s = self.conn.as_mut().expect("connected above");
+            if self.conn.is_none() {
+                let c = self.dial.connect_for_long(&self.addr).await.map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::PermissionDenied {
+                        tracing::warn!(voter = self.target, error = %e, "cannot reach a voter");
+                    }
+                    CallError::Unreachable(e)
+                })?;
+                self.conn = Some(c);
+            }
+            let (s, _) = self.conn.as_mut().expect("connected above");
             write_frame(s, rpc).await.map_err(CallError::Network)?;
             read_frame(s).await.map_err(CallError::Network)
         })
@@ -221,11 +230,12 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 }
 
 /// Answers Raft RPCs from other voters, and brokers' requests with `brokers` (refused when
-/// absent), until `stop` turns true; over TLS with `tls`, where a failed handshake closes
-/// that connection only.
-pub async fn serve(
+/// absent), until `stop` turns true; over TLS with `tls`, and after a SASL login with
+/// `gate`, where a failed handshake or login closes that connection only.
+pub(crate) async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
+    gate: Option<Arc<Gate>>,
     raft: Raft<TypeConfig>,
     brokers: Option<BrokerHandler>,
     mut stop: watch::Receiver<bool>,
@@ -247,9 +257,10 @@ pub async fn serve(
         let stop = stop.clone();
         let brokers = brokers.clone();
         let tls = tls.clone();
+        let gate = gate.clone();
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
-            let stream: Stream = match tls {
+            let mut stream: Stream = match tls {
                 None => Box::new(stream),
                 Some(tls) => {
                     let handshake = tls.accept(stream);
@@ -272,15 +283,32 @@ pub async fn serve(
                     }
                 }
             };
-            if let Err(e) = connection(stream, &raft, brokers, stop).await {
+            let session = match &gate {
+                None => None,
+                Some(gate) => match gate.admit(&mut stream).await {
+                    Ok(session) => Some((session, gate)),
+                    Err(NotAdmitted::Refused(why)) => {
+                        tracing::warn!(peer = %peer, listener = %gate.listener, why, "controller listener: login refused");
+                        return;
+                    }
+                    Err(NotAdmitted::Lost(why)) => {
+                        tracing::debug!(peer = %peer, why, "controller listener: connection lost while logging in");
+                        return;
+                    }
+                },
+            };
+            if let Err(e) = connection(stream, session, &raft, brokers, stop).await {
                 tracing::debug!(peer = %peer, error = %e, "controller connection closed");
             }
         });
     }
 }
 
+/// One connection's RPCs, after its login's `session` when there is one: the first RPC
+/// after the session's end closes the connection, as Kafka closes a client's.
 async fn connection(
     mut s: Stream,
+    session: Option<(Session, &Arc<Gate>)>,
     raft: &Raft<TypeConfig>,
     brokers: Option<BrokerHandler>,
     mut stop: watch::Receiver<bool>,
@@ -290,6 +318,12 @@ async fn connection(
             r = read_frame(&mut s) => r?,
             _ = stopped(&mut stop) => return Ok(()),
         };
+        if let Some((session, gate)) = &session {
+            if session.expired(crate::clock::now_ms()) {
+                gate.metrics.session_expired(&gate.listener);
+                return Err(std::io::Error::other("the login's session ended"));
+            }
+        }
         let reply = match rpc {
             Rpc::Append(r) => Reply::Append(raft.append_entries(r).await),
             Rpc::Vote(r) => Reply::Vote(raft.vote(r).await),

@@ -41,8 +41,8 @@ pub struct ControllerNode {
     unclean_default: bool,
     /// Unclean elections this node decided as the active controller.
     unclean_elections: AtomicU64,
-    /// TLS on the controller listener: how brokers' requests reach the other voters.
-    pub(crate) tls: Option<crate::tls::Mutual>,
+    /// How brokers' requests reach the other voters on the controller listener.
+    pub(crate) dial: Arc<crate::dial::Dialer>,
 }
 
 /// The first records of a new metadata log (see [`ControllerNode::start`]).
@@ -65,12 +65,14 @@ impl ControllerNode {
     /// `controller.quorum.voters` this node is the quorum's one voter (Kafka's combined mode
     /// with a single controller) and needs no `listener`; with voters it listens for the
     /// others on `listener`, and every voter offers the same initial membership when its
-    /// log is empty, so the quorum forms whichever voters start first.
+    /// log is empty, so the quorum forms whichever voters start first. The listener speaks
+    /// TLS with `tls`, and logs its SASL logins in `metrics`.
     pub async fn start(
         config: &Config,
         listener: Option<TcpListener>,
         seed: Seed,
         tls: Option<crate::tls::Mutual>,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> anyhow::Result<Arc<Self>> {
         let dir = config.log_dirs[0].join(METADATA_DIR);
         let db = open_db(Path::new(&dir))
@@ -94,13 +96,17 @@ impl ControllerNode {
                 .map(|v| (v.id as u64, format!("{}:{}", v.host, v.port)))
                 .collect()
         };
+        let dial = Arc::new(crate::dial::Dialer::controller(
+            config,
+            tls.as_ref().map(|t| t.connector.clone()),
+        ));
         let network = Network {
             addrs: voters
                 .iter()
                 .filter(|(id, _)| *id != config.node_id as u64)
                 .cloned()
                 .collect(),
-            tls: tls.as_ref().map(|t| t.connector.clone()),
+            dial: dial.clone(),
         };
         let raft = Raft::new(
             config.node_id as u64,
@@ -127,7 +133,7 @@ impl ControllerNode {
             rebalance: config.cluster.auto_leader_rebalance,
             unclean_default: config.cluster.unclean_leader_election_enable,
             unclean_elections: AtomicU64::new(0),
-            tls: tls.clone(),
+            dial,
         });
         if let Some(listener) = listener {
             let handler: BrokerHandler = {
@@ -137,9 +143,24 @@ impl ControllerNode {
                     Box::pin(async move { node.handle(req).await })
                 })
             };
+            let gate = config.controller_sasl.as_ref().map(|sasl| {
+                let listener = config
+                    .cluster
+                    .controller_listeners
+                    .first()
+                    .map(|l| l.name.clone())
+                    .unwrap_or_default();
+                metrics.listener_bound(&listener);
+                Arc::new(super::login::Gate {
+                    listener,
+                    accepted: sasl.accepted.clone(),
+                    metrics: metrics.clone(),
+                })
+            });
             tokio::spawn(network::serve(
                 listener,
                 tls.map(|t| t.acceptor),
+                gate,
                 raft.clone(),
                 Some(handler),
                 stop_rx.clone(),

@@ -43,7 +43,7 @@ pub async fn handshake(
         Err(refusal) => {
             refused(broker, ctx.conn, &refusal, s.reauthenticating());
             s.fail();
-            response.with_error_code(code(&refusal))
+            response.with_error_code(refusal.code())
         }
     }
 }
@@ -74,16 +74,9 @@ pub async fn authenticate(
         Ok((bytes, lifetime_ms)) => SaslAuthenticateResponse::default()
             .with_auth_bytes(bytes)
             .with_session_lifetime_ms(lifetime_ms),
-        Err(refusal) => {
-            let message = match &refusal {
-                Refusal::UnsupportedMechanism(m)
-                | Refusal::IllegalState(m)
-                | Refusal::Failed(m) => m.clone(),
-            };
-            SaslAuthenticateResponse::default()
-                .with_error_code(code(&refusal))
-                .with_error_message(Some(str_bytes(message)))
-        }
+        Err(refusal) => SaslAuthenticateResponse::default()
+            .with_error_code(refusal.code())
+            .with_error_message(Some(str_bytes(refusal.message()))),
     }
 }
 
@@ -130,14 +123,6 @@ fn step(broker: &Arc<Broker>, conn: &Connection, token: &[u8]) -> Result<(Bytes,
             s.fail();
             Err(refusal)
         }
-    }
-}
-
-fn code(refusal: &Refusal) -> i16 {
-    match refusal {
-        Refusal::UnsupportedMechanism(_) => ResponseError::UnsupportedSaslMechanism.code(),
-        Refusal::IllegalState(_) => ResponseError::IllegalSaslState.code(),
-        Refusal::Failed(_) => ResponseError::SaslAuthenticationFailed.code(),
     }
 }
 

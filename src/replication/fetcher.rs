@@ -11,8 +11,8 @@ use kafka_protocol::ResponseError;
 use tokio::io::{AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::watch;
 
-use super::dial::Stream;
 use super::{FetchWork, Node};
+use crate::dial::Stream;
 use crate::shutdown;
 use crate::wire::frame::FrameReader;
 use crate::wire::{self, topic_name};

@@ -20,12 +20,12 @@ use kafka_protocol::messages::{ApiKey, WriteTxnMarkersRequest, WriteTxnMarkersRe
 use kafka_protocol::ResponseError;
 use tokio::sync::watch;
 
-use super::dial::Dialer;
 use super::{endpoint, Node};
 use crate::clock::now_ms;
 use crate::controller::metadata::{Image, NO_LEADER};
 use crate::coordinator::transactions::TxnPartition;
 use crate::coordinator::txn_coordinator::{MarkerWriter, Markers};
+use crate::dial::Dialer;
 use crate::error::{Error, Result};
 use crate::log::batch::ControlType;
 use crate::topics::OFFSETS_TOPIC;

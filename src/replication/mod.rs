@@ -14,7 +14,6 @@
 //!   shrink the ISR after `replica.lag.time.max.ms` or expand it when a follower catches up.
 
 pub mod coordinated;
-pub mod dial;
 mod fetcher;
 mod lease;
 pub mod markers;
@@ -104,7 +103,7 @@ pub struct Node {
     pub meta: Arc<dyn MetaStore>,
     pub shutdown: watch::Receiver<bool>,
     /// How this broker reaches the others (TLS and SASL as the inter-broker listener says).
-    pub dial: Arc<dial::Dialer>,
+    pub dial: Arc<crate::dial::Dialer>,
 }
 
 impl Node {

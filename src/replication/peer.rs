@@ -10,7 +10,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::ResponseError;
 use tokio::io::AsyncWriteExt;
 
-use super::dial::Dialer;
+use crate::dial::Dialer;
 use crate::wire::{self, frame::FrameReader};
 
 /// The largest answer accepted: these answers name a few partitions.

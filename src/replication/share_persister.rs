@@ -15,9 +15,9 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::ResponseError;
 
-use super::dial::Dialer;
 use super::{peer, Cluster, CoordinatorKind};
 use crate::coordinator::share_state::{key, ShareState, StateWrite};
+use crate::dial::Dialer;
 use crate::share::partition::{delivery_complete, Snapshot};
 use crate::share::{Persister, Summary, TopicIdPartition};
 use crate::wire::newer::{LaidOutAs, ShareStateSummaryReply};

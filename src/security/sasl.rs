@@ -85,6 +85,24 @@ pub enum Refusal {
     Failed(String),
 }
 
+impl Refusal {
+    /// Kafka's error code for it.
+    pub fn code(&self) -> i16 {
+        use kafka_protocol::ResponseError;
+        match self {
+            Refusal::UnsupportedMechanism(_) => ResponseError::UnsupportedSaslMechanism.code(),
+            Refusal::IllegalState(_) => ResponseError::IllegalSaslState.code(),
+            Refusal::Failed(_) => ResponseError::SaslAuthenticationFailed.code(),
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            Refusal::UnsupportedMechanism(m) | Refusal::IllegalState(m) | Refusal::Failed(m) => m,
+        }
+    }
+}
+
 /// What an accepted token leads to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {

@@ -1,12 +1,14 @@
-//! How this broker reaches another on the inter-broker listener, as Kafka's brokers reach
-//! each other: TCP, then TLS when the listener is SSL or SASL_SSL (the listener's
-//! truststore checks the other broker, its keystore answers a request for a client
-//! certificate), then, when it is SASL_PLAINTEXT or SASL_SSL, a login with
-//! `sasl.mechanism.inter.broker.protocol` (SaslHandshake v1, SaslAuthenticate v2) as the
-//! user of the listener's login module (for OAUTHBEARER, a fresh unsecured token per
-//! login). The other broker sees this broker's principal, which the authorizer must let
-//! do CLUSTER_ACTION (a super user, as in Kafka's guides).
-//! When the other broker gives the session a lifetime (`connections.max.reauth.ms`,
+//! How a node reaches another's listener, as Kafka's nodes reach each other: TCP, then TLS
+//! when the listener is SSL or SASL_SSL (the listener's truststore checks the other node,
+//! its keystore answers a request for a client certificate), then, when it is
+//! SASL_PLAINTEXT or SASL_SSL, a login (SaslHandshake v1, SaslAuthenticate v2) as the user
+//! of the listener's login module (for OAUTHBEARER, a fresh unsecured token per login).
+//! Brokers dial each other on the inter-broker listener with
+//! `sasl.mechanism.inter.broker.protocol`; the other broker sees this broker's principal,
+//! which the authorizer must let do CLUSTER_ACTION (a super user, as in Kafka's guides).
+//! Voters, and brokers asking the active controller, dial the controller listener with
+//! `sasl.mechanism.controller.protocol`.
+//! When the other node gives the session a lifetime (`connections.max.reauth.ms`,
 //! KIP-368), a connection kept open (a follower's fetcher) logs in again on the same
 //! connection before it ends, as Kafka's brokers do.
 
@@ -32,9 +34,11 @@ pub use crate::tls::Stream;
 /// The largest answer read while logging in.
 const LOGIN_ANSWER_BYTES_MAX: usize = 1 << 20;
 
-/// This broker's way to the others, made once from its config.
+/// This node's way to one listener of the others, made once from its config.
 pub struct Dialer {
     listener: String,
+    /// What the listener is to this node, for messages: "inter-broker listener".
+    role: &'static str,
     tls: Option<TlsConnector>,
     login: Option<Login>,
     /// SCRAM's salted password for the last (salt, iterations) the others sent: PBKDF2
@@ -57,14 +61,32 @@ impl Dialer {
         };
         Ok(Dialer {
             listener,
+            role: "inter-broker listener",
             tls,
             login: config.inter_broker_login.clone(),
             salted: Salted::default(),
         })
     }
 
-    /// A connection to `addr` (`host:port` on the inter-broker listener), logged in. A
-    /// TLS handshake or a login the other broker refuses is a `PermissionDenied` error,
+    /// The dialer of the controller listener, whose client side is `tls` when it speaks
+    /// TLS ([`crate::tls::Mutual::load`] read its stores); none in a quorum of one.
+    pub fn controller(config: &Config, tls: Option<TlsConnector>) -> Dialer {
+        Dialer {
+            listener: config
+                .cluster
+                .controller_listeners
+                .first()
+                .map(|l| l.name.clone())
+                .unwrap_or_default(),
+            role: "controller listener",
+            tls,
+            login: config.controller_sasl.as_ref().map(|s| s.login.clone()),
+            salted: Salted::default(),
+        }
+    }
+
+    /// A connection to `addr` (`host:port` on the listener), logged in. A
+    /// TLS handshake or a login the other node refuses is a `PermissionDenied` error,
     /// saying why; a connection lost under either keeps an error of its own kind.
     pub async fn connect(&self, addr: &str) -> io::Result<Stream> {
         self.connect_for_long(addr).await.map(|(stream, _)| stream)
@@ -76,10 +98,9 @@ impl Dialer {
         let mut stream = crate::tls::connect(addr, self.tls.as_ref())
             .await
             .map_err(|e| match e.kind() {
-                io::ErrorKind::PermissionDenied => io::Error::new(
-                    e.kind(),
-                    format!("{e} (inter-broker listener {})", self.listener),
-                ),
+                io::ErrorKind::PermissionDenied => {
+                    io::Error::new(e.kind(), format!("{e} ({} {})", self.role, self.listener))
+                }
                 _ => e,
             })?;
         let (rd, mut out) = tokio::io::split(&mut stream);
