@@ -176,7 +176,8 @@ class Cluster:
         self.binary, self.dir, self.kafka = binary, Path(workdir), kafka
         # secured: the brokers reach each other over SASL_SSL (PLAIN as User:broker, mutual
         # TLS, 5 s sessions, so followers re-authenticate under every fault), the quorum over
-        # mutual TLS, and the StandardAuthorizer is on (the harness's PLAINTEXT clients are
+        # SASL_SSL too (mutual TLS, OAUTHBEARER tokens, 5 s sessions, so voters dial again
+        # under every fault), and the StandardAuthorizer is on (the harness's PLAINTEXT clients are
         # ANONYMOUS, a super user like User:broker). Certificates: scripts/make-test-certs.sh.
         self.secured = secured
         self.cluster_id = None
@@ -229,7 +230,7 @@ class Cluster:
             port = self.controller[i] if j == i else self.proxies[("ctrl", i, j)].port
             voters.append(f"{j}@127.0.0.1:{port}")
         if self.secured:
-            protocols = ["CLIENT:PLAINTEXT", "CONTROLLER:SSL"] + [f"R{j}:SASL_SSL" for j in NODES]
+            protocols = ["CLIENT:PLAINTEXT", "CONTROLLER:SASL_SSL"] + [f"R{j}:SASL_SSL" for j in NODES]
         else:
             protocols = ["CLIENT:PLAINTEXT", "CONTROLLER:PLAINTEXT"] + [f"R{j}:PLAINTEXT" for j in NODES]
         return "\n".join([
@@ -249,6 +250,8 @@ class Cluster:
         certs = self.dir / "certs"
         jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
                 'username="broker" password="broker-secret" user_broker="broker-secret";')
+        quorum = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+                  'unsecuredLoginStringClaim_sub="controller";')
         return [
             f"ssl.keystore.location={certs / 'broker.p12'}",
             "ssl.keystore.password=broker-pass",
@@ -257,6 +260,9 @@ class Cluster:
             "ssl.client.auth=required",
             "sasl.enabled.mechanisms=PLAIN",
             "sasl.mechanism.inter.broker.protocol=PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms=OAUTHBEARER",
+            "sasl.mechanism.controller.protocol=OAUTHBEARER",
+            f"listener.name.controller.oauthbearer.sasl.jaas.config={quorum}",
             "connections.max.reauth.ms=5000",
             "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users=User:broker;User:ANONYMOUS",
@@ -1745,7 +1751,7 @@ async def main():
     ap.add_argument("--faults", help="comma-separated fault names to run (default: all)")
     ap.add_argument("--kafka", action="store_true", help="run against Apache Kafka brokers (baseline)")
     ap.add_argument("--secured", action="store_true",
-                    help="brokers replicate over SASL_SSL with 5 s sessions, quorum over mutual TLS, ACLs on")
+                    help="brokers replicate and the quorum runs over SASL_SSL with 5 s sessions, ACLs on")
     args = ap.parse_args()
     random.seed(args.seed)
     work = Path(tempfile.mkdtemp(prefix="cairn-faults-"))
