@@ -43,7 +43,8 @@ trap 'stop_broker; [ "${KEEP_WORK:-0}" = 1 ] && echo "compat: kept $work" || rm 
 # $2=secured the brokers reach each other on a SASL_SSL listener of their own (mutual TLS,
 # PLAIN as User:broker, the StandardAuthorizer on; the clients' PLAINTEXT ANONYMOUS is a
 # super user too): every follower fetch and share-state call goes through it; the quorum
-# runs over mutual TLS on the controller listeners. With $2=sasl the same, but the clients
+# runs over SASL_SSL on the controller listeners (mutual TLS, then PLAIN as controller;
+# with $2=sasl, 4 s sessions there too). With $2=sasl the same, but the clients
 # come in over SASL_SSL too, on a CLIENT listener (server-side TLS, PLAIN as User:admin or
 # OAUTHBEARER unsecured tokens), with no PLAINTEXT listener at all, the brokers log in to
 # each other with OAUTHBEARER (unsecured tokens as User:broker) rather than PLAIN, and every
@@ -76,7 +77,7 @@ start_cluster() { # $1: suite name, $2: secured, sasl or nothing
       fi
       extra+=(--override "listeners=$clients://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport,CONTROLLER://127.0.0.1:$cport"
         --override "advertised.listeners=$clients://127.0.0.1:$port,SASL_SSL://127.0.0.1:$sport"
-        --override "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:SASL_SSL,SASL_SSL:SASL_SSL,CONTROLLER:SSL"
+        --override "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:SASL_SSL,SASL_SSL:SASL_SSL,CONTROLLER:SASL_SSL"
         --override inter.broker.listener.name=SASL_SSL
         --override "ssl.keystore.location=$certs/broker.p12" --override ssl.keystore.password=broker-pass
         --override "ssl.truststore.location=$certs/ca.p12" --override ssl.truststore.password=trust-pass
@@ -85,6 +86,8 @@ start_cluster() { # $1: suite name, $2: secured, sasl or nothing
         --override sasl.enabled.mechanisms=PLAIN
         --override "sasl.mechanism.inter.broker.protocol=$([ "$2" = sasl ] && echo OAUTHBEARER || echo PLAIN)"
         --override 'listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";'
+        --override listener.name.controller.sasl.enabled.mechanisms=PLAIN --override sasl.mechanism.controller.protocol=PLAIN
+        --override 'listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" password="controller-secret" user_controller="controller-secret";'
         --override authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
         --override "super.users=$supers")
     fi

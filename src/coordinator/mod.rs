@@ -516,12 +516,12 @@ impl Coordinator {
 
     /// TxnOffsetCommit: offsets of `producer_id`'s ongoing transaction, pending until its
     /// marker. A named member (v3+) is checked as for OffsetCommit; a transactional
-    /// producer outside any group commits with generation -1 and no member.
+    /// producer outside any group commits with generation -1 and no member. `producer` is
+    /// the producer's id and epoch.
     pub async fn txn_commit(
         &self,
         group_id: &str,
-        producer_id: i64,
-        producer_epoch: i16,
+        (producer_id, producer_epoch): (i64, i16),
         member: &str,
         instance_id: Option<&str>,
         generation: i32,
@@ -1914,7 +1914,7 @@ mod tests {
     async fn a_marker_for_a_partition_still_loading_is_refused_and_changes_nothing() {
         let store = Arc::new(MemoryStore::default());
         let c = Coordinator::open(store.clone(), config()).unwrap();
-        c.txn_commit("g", 7, 5, "", None, -1, offset(10))
+        c.txn_commit("g", (7, 5), "", None, -1, offset(10))
             .await
             .unwrap();
         let c = Coordinator::open(store, config()).unwrap();
@@ -1940,7 +1940,7 @@ mod tests {
     async fn a_marker_older_than_the_pending_offsets_changes_nothing() {
         let store = Arc::new(MemoryStore::default());
         let c = Coordinator::open(store.clone(), config()).unwrap();
-        c.txn_commit("g", 7, 5, "", None, -1, offset(10))
+        c.txn_commit("g", (7, 5), "", None, -1, offset(10))
             .await
             .unwrap();
         let stale = |r: Result<()>| {

@@ -49,7 +49,7 @@ fn check_filter(req: &DescribeClientQuotasRequest) -> Result<(), String> {
         seen.push(t);
         match (c.match_type, &c._match) {
             (0, Some(_)) | (1, None) | (2, None) => {}
-            (0 | 1 | 2, _) => return Err(format!("Bad match for entity type {t}")),
+            (0..=2, _) => return Err(format!("Bad match for entity type {t}")),
             (other, _) => return Err(format!("Unexpected match type {other}")),
         }
     }

@@ -109,9 +109,7 @@ async fn add_or_verify(
     broker: &Broker,
     access: &Access,
     version: i16,
-    id: &str,
-    producer_id: i64,
-    epoch: i16,
+    (id, producer_id, epoch): (&str, i64, i16),
     topics: &[AddPartitionsToTxnTopic],
     verify_only: bool,
 ) -> Vec<(TxnPartition, i16)> {
@@ -173,9 +171,11 @@ pub async fn add_partitions(
             broker,
             &access,
             v,
-            &req.v3_and_below_transactional_id,
-            req.v3_and_below_producer_id.0,
-            req.v3_and_below_producer_epoch,
+            (
+                req.v3_and_below_transactional_id.as_str(),
+                req.v3_and_below_producer_id.0,
+                req.v3_and_below_producer_epoch,
+            ),
             &req.v3_and_below_topics,
             false,
         )
@@ -194,9 +194,11 @@ pub async fn add_partitions(
             broker,
             &access,
             v,
-            &t.transactional_id,
-            t.producer_id.0,
-            t.producer_epoch,
+            (
+                t.transactional_id.as_str(),
+                t.producer_id.0,
+                t.producer_epoch,
+            ),
             &t.topics,
             t.verify_only,
         )
@@ -369,8 +371,7 @@ pub async fn txn_offset_commit(
                 .groups
                 .txn_commit(
                     &req.group_id,
-                    req.producer_id.0,
-                    req.producer_epoch,
+                    (req.producer_id.0, req.producer_epoch),
                     &member,
                     instance.as_deref(),
                     generation,
