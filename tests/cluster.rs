@@ -636,8 +636,27 @@ fn voters_log_in_to_each_other_on_a_sasl_controller_listener() {
 }
 
 /// Creates `topic` with one partition on `replicas` (the first leads) and `configs`,
-/// through `c`.
+/// through `c`, once `c`'s node lists every replica among the live brokers (a node
+/// listens before its broker has registered, and an assignment may name only registered
+/// brokers).
 fn create_placed(c: &mut Client, topic: &str, replicas: &[i32], configs: Vec<(&str, &str)>) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let m: MetadataResponse = c.send(
+            ApiKey::Metadata,
+            12,
+            &MetadataRequest::default().with_topics(Some(Vec::new())),
+        );
+        let live: Vec<i32> = m.brokers.iter().map(|b| b.node_id.0).collect();
+        if replicas.iter().all(|r| live.contains(r)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "brokers {replicas:?} are not all live: {live:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     use kafka_protocol::messages::create_topics_request::{
         CreatableReplicaAssignment, CreatableTopicConfig,
     };
