@@ -11,6 +11,7 @@
 
 mod cluster;
 pub mod keys;
+pub mod limits;
 pub mod sasl;
 pub mod ssl;
 
@@ -170,6 +171,11 @@ pub struct Config {
     pub auto_create_topics_enable: bool,
     pub message_bytes_max: i32,
     pub socket_request_bytes_max: i32,
+    /// `connections.max.idle.ms`: a client connection with no request for so long closes
+    /// (`None`: set negative, never).
+    pub connections_max_idle_ms: Option<u64>,
+    /// `max.connections`, per listener too, and `max.connections.per.ip[.overrides]`.
+    pub connection_limits: limits::ConnectionLimits,
     pub log_retention_ms: i64,
     pub log_retention_bytes: i64,
     pub log_retention_check_interval_ms: u64,
@@ -394,6 +400,8 @@ impl Config {
         let sasl = sasl_listeners(&p, &listeners)?;
         let inter_broker_login = inter_broker_login(&p, &cluster, &listeners, &sasl)?;
         let controller_sasl = controller_sasl(&p, &cluster, &listeners)?;
+        let listeners_names: Vec<String> =
+            listeners.client.iter().map(|l| l.name.clone()).collect();
         Ok(Config {
             node_id,
             listeners: listeners.client,
@@ -411,6 +419,8 @@ impl Config {
             auto_create_topics_enable: p.bool("auto.create.topics.enable")?,
             message_bytes_max: p.int("message.max.bytes")? as i32,
             socket_request_bytes_max: p.int("socket.request.max.bytes")? as i32,
+            connections_max_idle_ms: u64::try_from(p.int("connections.max.idle.ms")?).ok(),
+            connection_limits: limits::parse(&p, &listeners_names)?,
             log_retention_ms: log_retention_ms(&p)?,
             log_retention_bytes: p.int("log.retention.bytes")?,
             log_retention_check_interval_ms: p.int("log.retention.check.interval.ms")? as u64,
@@ -825,6 +835,46 @@ mod tests {
         let quorum = c.controller_ssl.unwrap();
         assert_eq!(quorum.client_auth, ClientAuth::Required);
         assert!(c.ssl["SSL"].client_auth == ClientAuth::None);
+    }
+
+    #[test]
+    fn connection_limits_as_kafka_reads_them() {
+        let c = load(&[]).unwrap();
+        assert_eq!(c.connection_limits, limits::ConnectionLimits::default());
+        let c = load(&[
+            "listeners=PLAINTEXT://:9092,CLIENT://:9094",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "max.connections=100",
+            "listener.name.client.max.connections=10",
+            "max.connections.per.ip=0",
+            "max.connections.per.ip.overrides=10.0.0.1:5, [::1]:7,127.0.0.1:2147483647",
+        ])
+        .unwrap();
+        let l = &c.connection_limits;
+        assert_eq!(l.broker, Some(100));
+        assert_eq!(l.listener.get("CLIENT"), Some(&10));
+        assert!(!l.listener.contains_key("PLAINTEXT"));
+        assert_eq!(l.per_ip("10.0.0.1".parse().unwrap()), Some(5));
+        assert_eq!(l.per_ip("::1".parse().unwrap()), Some(7));
+        assert_eq!(l.per_ip("10.0.0.2".parse().unwrap()), Some(0));
+        // As Kafka: 0 per address only when some address is allowed more.
+        let e = load(&["max.connections.per.ip=0"]).unwrap_err().to_string();
+        assert!(e.contains("max.connections.per.ip.overrides"), "{e}");
+        for bad in [
+            "10.0.0.1",
+            "10.0.0.1:many",
+            "10.0.0.1:-1",
+            "no-such-host.invalid:3",
+        ] {
+            let e = load(&[&format!("max.connections.per.ip.overrides={bad}")])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("max.connections.per.ip.overrides"), "{bad}: {e}");
+        }
+        let e = load(&["listener.name.plaintext.max.connections=-1"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("listener.name.plaintext.max.connections"), "{e}");
     }
 
     #[test]

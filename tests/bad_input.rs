@@ -198,3 +198,129 @@ fn invalid_topic_configs_are_refused_with_invalid_config() {
     );
     assert_eq!(c.create_topic("cfg", 1, &[]), 0);
 }
+
+/// ApiVersions on `c` answers within its read timeout.
+fn answers(c: &mut Client) -> bool {
+    let frame = c.frame(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    c.send_raw(&frame);
+    c.read_frame().is_some()
+}
+
+/// `max.connections.per.ip`: an address holding its limit has one more connection accepted
+/// and closed at once, while its open ones keep being served; once one of them closes, it
+/// may connect again. `max.connections.per.ip.overrides` raises the limit for one address.
+#[test]
+fn connections_over_an_address_limit_are_closed() {
+    let held = |b: &Broker, n: usize| {
+        let mut open: Vec<Client> = (0..n).map(|_| b.client()).collect();
+        for c in &mut open {
+            assert!(answers(c), "a connection within the limit was not served");
+        }
+        open
+    };
+    let b = Broker::start_with(&["max.connections.per.ip=2"]);
+    let mut open = held(&b, 2);
+    let mut over = b.client();
+    assert!(
+        over.is_closed(),
+        "a third connection from 127.0.0.1 was kept"
+    );
+    assert!(
+        answers(&mut open[1]),
+        "an open connection stopped being served"
+    );
+    drop(open.remove(0));
+    // The broker notices the closed connection shortly; then the address may connect again.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let mut again = b.client();
+        if answers(&mut again) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the address never got its connection back"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+
+    let b = Broker::start_with(&[
+        "max.connections.per.ip=1",
+        "max.connections.per.ip.overrides=127.0.0.1:3,localhost:3",
+    ]);
+    let _open = held(&b, 3);
+    assert!(b.client().is_closed(), "a fourth connection was kept");
+    still_serving_after_closing(&b, _open);
+}
+
+/// Closes `open` and checks the broker serves a new connection.
+fn still_serving_after_closing(b: &Broker, open: Vec<Client>) {
+    drop(open);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !answers(&mut b.client()) {
+        assert!(std::time::Instant::now() < deadline, "not serving again");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// `max.connections` per listener and for the broker: a listener at its limit stops
+/// accepting, so a new connection waits unanswered until an open one closes; the
+/// inter-broker listener is exempt from the broker's limit and keeps accepting.
+#[test]
+fn a_listener_at_its_connection_limit_waits_for_a_free_slot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (port, client_port) = (common::free_port(), common::free_port());
+    let listeners =
+        format!("listeners=PLAINTEXT://127.0.0.1:{port},CLIENT://127.0.0.1:{client_port}");
+    let mut b = Broker::launch_in(
+        &tmp.path().join("data"),
+        port,
+        &[
+            &listeners,
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT",
+            "inter.broker.listener.name=PLAINTEXT",
+            "max.connections=2",
+            "listener.name.client.max.connections=1",
+        ],
+    );
+    b.await_listening();
+    let client_addr: std::net::SocketAddr = format!("127.0.0.1:{client_port}").parse().unwrap();
+    let mut first = Client::connect(client_addr);
+    assert!(answers(&mut first));
+    // CLIENT holds its one connection: the next waits in the backlog, unanswered.
+    let socket = Client::tcp(client_addr);
+    let timeouts = socket.try_clone().unwrap();
+    timeouts
+        .set_read_timeout(Some(std::time::Duration::from_secs(1)))
+        .unwrap();
+    let mut waiting = Client::over(Box::new(socket));
+    assert!(!answers(&mut waiting), "served over the listener's limit");
+    // The inter-broker listener is not held by the broker's limit of 2.
+    let mut inter: Vec<Client> = (0..3).map(|_| b.client()).collect();
+    for c in &mut inter {
+        assert!(answers(c), "the inter-broker listener stopped accepting");
+    }
+    // A free slot on CLIENT: the waiting connection is accepted and its request answered.
+    drop(first);
+    timeouts
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    assert!(
+        waiting.read_frame().is_some(),
+        "the waiting connection was not served once a slot was free"
+    );
+}
+
+/// `connections.max.idle.ms`: a connection that sends nothing for that long is closed; the
+/// broker goes on serving.
+#[test]
+fn idle_connections_are_closed() {
+    let b = Broker::start_with(&["connections.max.idle.ms=500"]);
+    let mut used = b.client();
+    assert!(answers(&mut used));
+    let mut silent = b.client();
+    // Read until the broker closes them (the read timeout is far longer than 500 ms).
+    assert!(silent.is_closed(), "a silent connection was kept");
+    assert!(used.is_closed(), "an idle connection was kept");
+    still_serving(&b);
+}

@@ -326,6 +326,23 @@ pub static KEYS: &[Key] = &[
         ..int("message.max.bytes", Kind::Int, 0, INT_MAX, "1048588")
     },
     Key {
+        doc: "A client connection with no request for this long is closed; negative: never.",
+        ..int("connections.max.idle.ms", Kind::Long, i64::MIN, LONG_MAX, "600000")
+    },
+    Key {
+        doc: "Most connections the broker holds at once (the inter-broker listener is exempt), and per listener as listener.name.<l>.max.connections; a listener at its limit accepts again when a connection closes.",
+        ..int("max.connections", Kind::Int, 0, INT_MAX, "2147483647")
+    },
+    Key {
+        doc: "Most connections one address holds at once; one more is accepted and closed.",
+        ..int("max.connections.per.ip", Kind::Int, 0, INT_MAX, "2147483647")
+    },
+    Key {
+        default: Some(""),
+        doc: "Per-address limits over max.connections.per.ip: host:count or ip:count, comma-separated.",
+        ..text("max.connections.per.ip.overrides", Kind::String)
+    },
+    Key {
         doc: "Largest request frame in bytes.",
         ..int(
             "socket.request.max.bytes",
@@ -822,8 +839,9 @@ pub fn lookup(name: &str) -> Option<&'static Key> {
 }
 
 /// The key behind a per-listener key, `listener.name.<listener>.<key>`, for the keys a
-/// listener may set for itself: the `ssl.*` ones, `sasl.enabled.mechanisms`, and
-/// `<mechanism>.sasl.jaas.config`, and `[<mechanism>.]connections.max.reauth.ms`.
+/// listener may set for itself: the `ssl.*` ones, `sasl.enabled.mechanisms`,
+/// `<mechanism>.sasl.jaas.config`, `[<mechanism>.]connections.max.reauth.ms` and
+/// `max.connections`.
 pub fn listener_key(name: &str) -> Option<&'static Key> {
     let rest = name.strip_prefix("listener.name.")?;
     let (_, key) = rest.split_once('.')?;
@@ -833,7 +851,10 @@ pub fn listener_key(name: &str) -> Option<&'static Key> {
     if key.ends_with("connections.max.reauth.ms") {
         return lookup("connections.max.reauth.ms");
     }
-    lookup(key).filter(|k| k.name.starts_with("ssl.") || k.name == "sasl.enabled.mechanisms")
+    lookup(key).filter(|k| {
+        k.name.starts_with("ssl.")
+            || ["sasl.enabled.mechanisms", "max.connections"].contains(&k.name)
+    })
 }
 
 /// A checked value: a number for [`Check::Int`], 0 or 1 for [`Check::Bool`], 0 for text.

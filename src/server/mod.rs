@@ -12,6 +12,7 @@
 //! (plaintext bytes, an untrusted certificate, no shared version) is counted as a failed
 //! authentication and loses only its connection.
 
+mod limits;
 pub mod tls;
 
 use std::collections::BTreeMap;
@@ -87,8 +88,10 @@ pub async fn bind(
 /// request they are handling.
 pub async fn serve(broker: Arc<Broker>, listeners: Vec<Bound>) {
     let mut accepts = JoinSet::new();
+    let mut limits = limits::by_listener(&broker.config);
     for Bound { name, socket, tls } in listeners {
         let broker = broker.clone();
+        let limits = limits.remove(&name).expect("every listener has its limits");
         let name: Arc<str> = name.into();
         accepts.spawn(async move {
             let mut shutdown = broker.shutdown_signal();
@@ -97,12 +100,24 @@ pub async fn serve(broker: Arc<Broker>, listeners: Vec<Bound>) {
                 tokio::select! {
                     accepted = socket.accept() => match accepted {
                         Ok((stream, peer)) => {
+                            // At a limit, this connection waits for a slot and no other
+                            // is accepted meanwhile, as Kafka's acceptor blocks.
+                            let mut s = tokio::select! {
+                                s = limits.slot() => s,
+                                _ = crate::shutdown::requested(&mut shutdown) => break,
+                            };
+                            if !limits.admit(&mut s, peer.ip()) {
+                                // As Kafka: the address holds its maximum already.
+                                tracing::info!(peer = %peer, listener = %name, "rejected connection: the address already has the configured maximum of connections (max.connections.per.ip)");
+                                continue;
+                            }
                             spawned.spawn(accept(
                                 broker.clone(),
                                 name.clone(),
                                 tls.clone(),
                                 stream,
                                 peer,
+                                s,
                             ));
                         }
                         Err(e) => {
@@ -129,6 +144,7 @@ async fn accept(
     tls: Option<tls::Tls>,
     stream: TcpStream,
     peer: SocketAddr,
+    _slot: limits::Slot,
 ) {
     let _open = broker.metrics.connection_opened(&listener);
     let _ = stream.set_nodelay(true);
@@ -276,9 +292,20 @@ where
 
     let mut frames = FrameReader::new(rd, broker.config.socket_request_bytes_max as usize);
     let mut shutdown = broker.shutdown_signal();
+    // connections.max.idle.ms: no request for that long closes the connection, as Kafka's
+    // selector does.
+    // (never when negative).
+    let idle = broker
+        .config
+        .connections_max_idle_ms
+        .map(Duration::from_millis);
     loop {
         let next = tokio::select! {
             f = frames.next() => f,
+            _ = tokio::time::sleep(idle.unwrap_or_default()), if idle.is_some() => {
+                tracing::debug!(peer = %peer, idle_ms = ?idle, "closing an idle connection (connections.max.idle.ms)");
+                break;
+            }
             _ = crate::shutdown::requested(&mut shutdown) => break,
         };
         let frame = match next {
