@@ -847,7 +847,7 @@ mod tests {
             "max.connections=100",
             "listener.name.client.max.connections=10",
             "max.connections.per.ip=0",
-            "max.connections.per.ip.overrides=10.0.0.1:5, [::1]:7,127.0.0.1:2147483647",
+            "max.connections.per.ip.overrides=10.0.0.1:5, [::1]:7,127.0.0.1:2147483647,[::ffff:10.0.0.9]:3",
         ])
         .unwrap();
         let l = &c.connection_limits;
@@ -857,6 +857,8 @@ mod tests {
         assert_eq!(l.per_ip("10.0.0.1".parse().unwrap()), Some(5));
         assert_eq!(l.per_ip("::1".parse().unwrap()), Some(7));
         assert_eq!(l.per_ip("10.0.0.2".parse().unwrap()), Some(0));
+        // An IPv4-mapped address names the IPv4 peer, as the server counts it.
+        assert_eq!(l.per_ip("10.0.0.9".parse().unwrap()), Some(3));
         // As Kafka: 0 per address only when some address is allowed more.
         let e = load(&["max.connections.per.ip=0"]).unwrap_err().to_string();
         assert!(e.contains("max.connections.per.ip.overrides"), "{e}");

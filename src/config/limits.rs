@@ -92,7 +92,7 @@ fn overrides(p: &Props<'_>) -> Result<BTreeMap<IpAddr, usize>, ConfigError> {
                 .collect(),
         };
         for ip in ips {
-            out.insert(ip, n);
+            out.insert(ip.to_canonical(), n);
         }
     }
     Ok(out)

@@ -90,7 +90,9 @@ impl Limits {
     }
 
     /// Counts a connection from `ip` in `slot`; false when `ip` holds its limit already.
+    /// An IPv4 peer reaching a dual-stack socket (`::ffff:a.b.c.d`) counts as `a.b.c.d`.
     pub(super) fn admit(&self, slot: &mut Slot, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
         let Some(limit) = self.per_ip.limits.per_ip(ip) else {
             return true;
         };
