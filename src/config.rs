@@ -171,6 +171,9 @@ pub struct Config {
     pub auto_create_topics_enable: bool,
     pub message_bytes_max: i32,
     pub socket_request_bytes_max: i32,
+    /// `fetch.max.bytes`: the most a Fetch or ShareFetch answer carries (Kafka caps the
+    /// request's MaxBytes with it).
+    pub fetch_response_bytes_max: usize,
     /// `connections.max.idle.ms`: a client connection with no request for so long closes
     /// (`None`: set negative, never).
     pub connections_max_idle_ms: Option<u64>,
@@ -419,6 +422,7 @@ impl Config {
             auto_create_topics_enable: p.bool("auto.create.topics.enable")?,
             message_bytes_max: p.int("message.max.bytes")? as i32,
             socket_request_bytes_max: p.int("socket.request.max.bytes")? as i32,
+            fetch_response_bytes_max: p.int("fetch.max.bytes")? as usize,
             connections_max_idle_ms: u64::try_from(p.int("connections.max.idle.ms")?).ok(),
             connection_limits: limits::parse(&p, &listeners_names)?,
             log_retention_ms: log_retention_ms(&p)?,
@@ -835,6 +839,15 @@ mod tests {
         let quorum = c.controller_ssl.unwrap();
         assert_eq!(quorum.client_auth, ClientAuth::Required);
         assert!(c.ssl["SSL"].client_auth == ClientAuth::None);
+    }
+
+    #[test]
+    fn fetch_max_bytes_caps_answers_from_1024() {
+        assert_eq!(load(&[]).unwrap().fetch_response_bytes_max, 55 << 20);
+        let c = load(&["fetch.max.bytes=1024"]).unwrap();
+        assert_eq!(c.fetch_response_bytes_max, 1024);
+        let e = load(&["fetch.max.bytes=1023"]).unwrap_err().to_string();
+        assert!(e.contains("fetch.max.bytes"), "{e}");
     }
 
     #[test]

@@ -6,7 +6,8 @@ mod common;
 use bytes::BytesMut;
 use common::{batch, Broker, Client};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchResponse, MetadataRequest,
+    MetadataResponse,
 };
 use kafka_protocol::ResponseError;
 
@@ -322,5 +323,63 @@ fn idle_connections_are_closed() {
     // Read until the broker closes them (the read timeout is far longer than 500 ms).
     assert!(silent.is_closed(), "a silent connection was kept");
     assert!(used.is_closed(), "an idle connection was kept");
+    still_serving(&b);
+}
+
+/// A greedy fetch asks for far more than the broker's `fetch.max.bytes`; as Kafka, the
+/// answer holds what fits under the broker's cap (in whole batches), except that the first
+/// batch goes whole even when larger, so the consumer still progresses.
+#[test]
+fn fetches_are_capped_by_the_brokers_fetch_max_bytes() {
+    let b = Broker::start_with(&["fetch.max.bytes=1024", "num.partitions=2"]);
+    let mut c = b.client();
+    assert_eq!(c.create_topic("greedy", 2, &[]), 0);
+    let value = "v".repeat(500);
+    for p in 0..2 {
+        for _ in 0..4 {
+            assert_eq!(c.produce("greedy", p, batch(&[&value]), 1).0, 0);
+        }
+    }
+    let big = "w".repeat(3000);
+    assert_eq!(c.produce("greedy", 0, batch(&[&big]), 1).0, 0);
+
+    // Both partitions, 50 MiB asked for, 1 MiB a partition.
+    let fetch = |c: &mut Client, offsets: [i64; 2]| {
+        let mut req = Client::fetch_request("greedy", 0, offsets[0], 0, 0);
+        let mut second = req.topics[0].partitions[0].clone();
+        second.partition = 1;
+        second.fetch_offset = offsets[1];
+        req.topics[0].partitions.push(second);
+        assert_eq!(req.max_bytes, 50 << 20);
+        let r: FetchResponse = c.send(ApiKey::Fetch, 12, &req);
+        r.responses[0]
+            .partitions
+            .iter()
+            .map(|p| {
+                assert_eq!(p.error_code, 0);
+                let bytes = p.records.clone().unwrap();
+                (bytes.len(), common::records(bytes).len())
+            })
+            .collect::<Vec<_>>()
+    };
+    // About 570 bytes a batch: one fits in 1024, two do not; the second partition gets
+    // nothing (what is left is less than its first batch).
+    let got = fetch(&mut c, [0, 0]);
+    assert_eq!(got[0].1, 1, "{got:?}");
+    assert!(got[0].0 <= 1024 && got[0].0 > 512, "{got:?}");
+    assert_eq!(got[1], (0, 0), "{got:?}");
+    // From the last small batch: it fits, the 3000-byte one after it does not.
+    let got = fetch(&mut c, [3, 4]);
+    assert_eq!(got[0].1, 1, "{got:?}");
+    assert_eq!(got[1], (0, 0), "{got:?}");
+    // The 3000-byte batch alone goes whole (KIP-74); the second partition still waits.
+    let got = fetch(&mut c, [4, 4]);
+    assert_eq!(got[0].1, 1, "{got:?}");
+    assert!(got[0].0 > 3000, "{got:?}");
+    assert_eq!(got[1], (0, 0), "{got:?}");
+    // Past the end of the first partition, the second is served.
+    let got = fetch(&mut c, [5, 0]);
+    assert_eq!(got[0], (0, 0), "{got:?}");
+    assert_eq!(got[1].1, 1, "{got:?}");
     still_serving(&b);
 }

@@ -343,6 +343,10 @@ pub static KEYS: &[Key] = &[
         ..text("max.connections.per.ip.overrides", Kind::String)
     },
     Key {
+        doc: "Most bytes one Fetch or ShareFetch answer carries, whatever the request asks; the first batch is sent whole even when larger, so a consumer always progresses.",
+        ..int("fetch.max.bytes", Kind::Int, 1024, INT_MAX, "57671680")
+    },
+    Key {
         doc: "Largest request frame in bytes.",
         ..int(
             "socket.request.max.bytes",

@@ -111,6 +111,8 @@ pub async fn handle(
     } else {
         req.max_bytes as usize
     };
+    // As Kafka: the broker's `fetch.max.bytes` caps what any fetch may ask for.
+    let max_bytes = max_bytes.min(broker.config.fetch_response_bytes_max);
     let mut shutdown = broker.shutdown_signal();
     let live: Vec<Arc<Partition>> = wanted
         .iter()

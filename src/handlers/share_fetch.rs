@@ -258,7 +258,8 @@ async fn share_fetch(
     let deadline = tokio::time::Instant::now() + wait;
     // MaxBytes 0 fetches nothing, as in Kafka (librdkafka's 0180 pins this, "as the Java
     // client": `fetch.max.bytes=0` is accepted and polls come back empty).
-    let max_bytes = req.max_bytes.max(0) as usize;
+    // The broker's `fetch.max.bytes` caps it, as for Fetch.
+    let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_response_bytes_max);
     let max_records = if req.max_records <= 0 {
         500
     } else {
