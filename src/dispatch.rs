@@ -136,6 +136,7 @@ apis! {
     IncrementalAlterConfigs: 0..=1 => always handlers::configs::incremental_alter,
     OffsetDelete: 0..=0 => always handlers::offsets::delete,
     DescribeClientQuotas: 0..=1 => always handlers::client_quotas::describe,
+    AlterClientQuotas: 0..=1 => always handlers::client_quotas::alter,
     DescribeUserScramCredentials: 0..=0 => always handlers::scram_credentials::describe,
     AlterUserScramCredentials: 0..=0 => always handlers::scram_credentials::alter,
     DescribeCluster: 0..=2 => always handlers::describe_cluster::handle,

@@ -633,3 +633,197 @@ fn concurrent_incremental_alters_keep_every_key() {
         assert_eq!(r.responses[0].error_code, 0);
     }
 }
+
+/// AlterClientQuotas and DescribeClientQuotas (what `kafka-configs --entity-type
+/// users|clients|ips` sends): quotas are checked as Kafka's controller checks them, kept in
+/// the metadata log across a restart, filtered as Kafka's image filters them, and removed.
+#[test]
+fn client_quotas_are_set_described_kept_and_removed() {
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+
+    let entry = |entity: &[(&str, Option<&str>)], ops: &[(&str, Option<f64>)]| {
+        EntryData::default()
+            .with_entity(
+                entity
+                    .iter()
+                    .map(|(t, n)| {
+                        EntityData::default()
+                            .with_entity_type(s(t))
+                            .with_entity_name(n.map(s))
+                    })
+                    .collect(),
+            )
+            .with_ops(
+                ops.iter()
+                    .map(|(k, v)| {
+                        OpData::default()
+                            .with_key(s(k))
+                            .with_value(v.unwrap_or(0.0))
+                            .with_remove(v.is_none())
+                    })
+                    .collect(),
+            )
+    };
+    let alter = |c: &mut common::Client, entries: Vec<EntryData>, validate_only: bool| {
+        let r: AlterClientQuotasResponse = c.send(
+            ApiKey::AlterClientQuotas,
+            1,
+            &AlterClientQuotasRequest::default()
+                .with_entries(entries)
+                .with_validate_only(validate_only),
+        );
+        r.entries.iter().map(|e| e.error_code).collect::<Vec<_>>()
+    };
+    // Each entity as (type=name|default ...) -> sorted "key=value" list.
+    let describe = |c: &mut common::Client, components: &[(&str, i8, Option<&str>)], strict| {
+        let r: DescribeClientQuotasResponse = c.send(
+            ApiKey::DescribeClientQuotas,
+            1,
+            &DescribeClientQuotasRequest::default()
+                .with_components(
+                    components
+                        .iter()
+                        .map(|(t, m, n)| {
+                            ComponentData::default()
+                                .with_entity_type(s(t))
+                                .with_match_type(*m)
+                                .with_match(n.map(s))
+                        })
+                        .collect(),
+                )
+                .with_strict(strict),
+        );
+        let mut found: Vec<String> = r
+            .entries
+            .map(|entries| {
+                entries
+                    .iter()
+                    .map(|e| {
+                        let mut who: Vec<String> = e
+                            .entity
+                            .iter()
+                            .map(|d| match &d.entity_name {
+                                Some(n) => format!("{}={n}", d.entity_type.as_str()),
+                                None => format!("{}=<default>", d.entity_type.as_str()),
+                            })
+                            .collect();
+                        who.sort();
+                        let mut values: Vec<String> = e
+                            .values
+                            .iter()
+                            .map(|v| format!("{}={}", v.key.as_str(), v.value))
+                            .collect();
+                        values.sort();
+                        format!("{} {}", who.join(","), values.join(","))
+                    })
+                    .collect()
+            })
+            .unwrap_or_else(|| vec![format!("error {}", r.error_code)]);
+        found.sort();
+        found
+    };
+
+    let mut b = Broker::start();
+    let mut c = b.client();
+    assert_eq!(describe(&mut c, &[], false), Vec::<String>::new());
+    let codes = alter(
+        &mut c,
+        vec![
+            entry(
+                &[("user", Some("alice"))],
+                &[
+                    ("producer_byte_rate", Some(1024.0)),
+                    ("consumer_byte_rate", Some(2048.0)),
+                ],
+            ),
+            entry(
+                &[("client-id", None)],
+                &[("request_percentage", Some(12.5))],
+            ),
+            entry(
+                &[("user", Some("alice")), ("client-id", Some("app"))],
+                &[("controller_mutation_rate", Some(3.0))],
+            ),
+            entry(
+                &[("ip", Some("10.1.2.3"))],
+                &[("connection_creation_rate", Some(7.0))],
+            ),
+            // Refused, each alone, as Kafka's controller refuses them.
+            entry(
+                &[("user", Some("bob"))],
+                &[("producer_byte_rate", Some(1.5))],
+            ),
+            entry(&[("user", Some("carol"))], &[("no_such_rate", Some(1.0))]),
+            entry(
+                &[("user", Some("dave"))],
+                &[("consumer_byte_rate", Some(f64::NAN))],
+            ),
+            entry(
+                &[("group", Some("g"))],
+                &[("producer_byte_rate", Some(1.0))],
+            ),
+            entry(&[("ip", Some("10.1.2.3")), ("user", None)], &[]),
+            entry(&[("user", Some(""))], &[("producer_byte_rate", Some(1.0))]),
+        ],
+        false,
+    );
+    assert_eq!(codes, [0, 0, 0, 0, 42, 42, 42, 42, 42, 42]);
+    // Checked only: nothing changes.
+    let codes = alter(
+        &mut c,
+        vec![entry(
+            &[("user", Some("erin"))],
+            &[("producer_byte_rate", Some(9.0))],
+        )],
+        true,
+    );
+    assert_eq!(codes, [0]);
+
+    let all = [
+        "client-id=<default> request_percentage=12.5",
+        "client-id=app,user=alice controller_mutation_rate=3",
+        "ip=10.1.2.3 connection_creation_rate=7",
+        "user=alice consumer_byte_rate=2048,producer_byte_rate=1024",
+    ];
+    assert_eq!(describe(&mut c, &[], false), all);
+    // Restarted, the quotas come back from the metadata log.
+    b.stop();
+    b.restart();
+    let mut c = b.client();
+    assert_eq!(describe(&mut c, &[], false), all);
+    // Kafka's filters: a name, the default, any name; strict leaves out wider entities.
+    assert_eq!(
+        describe(&mut c, &[("user", 0, Some("alice"))], false),
+        [all[1], all[3]]
+    );
+    assert_eq!(
+        describe(&mut c, &[("user", 0, Some("alice"))], true),
+        [all[3]]
+    );
+    assert_eq!(describe(&mut c, &[("client-id", 1, None)], false), [all[0]]);
+    assert_eq!(describe(&mut c, &[("client-id", 2, None)], true), [all[0]]);
+    assert_eq!(describe(&mut c, &[("ip", 2, None)], false), [all[2]]);
+    // A bad filter gets Kafka's errors.
+    assert_eq!(
+        describe(&mut c, &[("ip", 2, None), ("user", 2, None)], false),
+        ["error 42"]
+    );
+    assert_eq!(describe(&mut c, &[("group", 2, None)], false), ["error 35"]);
+    assert_eq!(describe(&mut c, &[("user", 0, None)], false), ["error 42"]);
+
+    // Removed: one value, then the entity's last.
+    let codes = alter(
+        &mut c,
+        vec![
+            entry(&[("user", Some("alice"))], &[("producer_byte_rate", None)]),
+            entry(&[("client-id", None)], &[("request_percentage", None)]),
+        ],
+        false,
+    );
+    assert_eq!(codes, [0, 0]);
+    assert_eq!(
+        describe(&mut c, &[], false),
+        [all[1], all[2], "user=alice consumer_byte_rate=2048"]
+    );
+}

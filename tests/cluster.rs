@@ -15,10 +15,12 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, DeleteGroupsResponse,
-    DescribeLogDirsRequest, DescribeLogDirsResponse, FetchResponse, FindCoordinatorRequest,
-    FindCoordinatorResponse, GroupId, MetadataRequest, MetadataResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, ProduceResponse,
+    AlterClientQuotasRequest, AlterClientQuotasResponse, ApiKey, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteGroupsResponse, DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse, DescribeLogDirsRequest, DescribeLogDirsResponse, FetchResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, MetadataRequest, MetadataResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    ProduceResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -1074,9 +1076,24 @@ fn a_coordinator_rebuilding_after_its_tombstones_went_keeps_the_group_deleted() 
 /// Dynamic broker configs in a cluster: the cluster's default set through one node holds
 /// on every node; one broker's own config holds on that broker only.
 #[test]
-fn dynamic_broker_configs_reach_every_node_or_just_their_own() {
+fn dynamic_broker_configs_and_client_quotas_reach_every_node_or_just_their_own() {
     use common::{alter_broker, describe_key, SET, TOPIC};
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
     let cluster = Cluster::start();
+    // A client quota set through node 3 is in every node's metadata.
+    let quota = EntryData::default()
+        .with_entity(vec![EntityData::default()
+            .with_entity_type(StrBytes::from_static_str("user"))
+            .with_entity_name(Some(StrBytes::from_static_str("alice")))])
+        .with_ops(vec![OpData::default()
+            .with_key(StrBytes::from_static_str("consumer_byte_rate"))
+            .with_value(4096.0)]);
+    let r: AlterClientQuotasResponse = cluster.node(3).client().send(
+        ApiKey::AlterClientQuotas,
+        1,
+        &AlterClientQuotasRequest::default().with_entries(vec![quota]),
+    );
+    assert_eq!(r.entries[0].error_code, 0);
     let mut c1 = cluster.node(1).client();
     assert_eq!(c1.create_topic("dyn", 1, &[]), 0);
     let set = [("log.cleanup.policy", SET, Some("compact"))];
@@ -1092,10 +1109,23 @@ fn dynamic_broker_configs_reach_every_node_or_just_their_own() {
         loop {
             let policy = describe_key(&mut c, TOPIC, "dyn", "cleanup.policy");
             let kept = describe_key(&mut c, TOPIC, "dyn", "retention.ms");
-            let got = (policy.map(|p| (p.0, p.1)), kept.map(|k| k.0));
+            let quotas: DescribeClientQuotasResponse = c.send(
+                ApiKey::DescribeClientQuotas,
+                1,
+                &DescribeClientQuotasRequest::default(),
+            );
+            let quotas: Vec<(String, f64)> = quotas
+                .entries
+                .unwrap_or_default()
+                .iter()
+                .flat_map(|e| e.values.iter())
+                .map(|v| (v.key.to_string(), v.value))
+                .collect();
+            let got = (policy.map(|p| (p.0, p.1)), kept.map(|k| k.0), quotas);
             let want = (
                 Some(("compact".to_string(), 3)),
                 Some(want_retention.to_string()),
+                vec![("consumer_byte_rate".to_string(), 4096.0)],
             );
             if got == want {
                 break;

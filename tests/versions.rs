@@ -1077,6 +1077,25 @@ fn exercise(c: &mut Client, api: ApiKey, v: i16) {
             assert_eq!(r.error_code, 0, "{at}");
             assert_eq!(r.entries, Some(Vec::new()), "{at}");
         }
+        ApiKey::AlterClientQuotas => {
+            use alter_client_quotas_request::{EntityData, EntryData, OpData};
+            let entry = EntryData::default()
+                .with_entity(vec![EntityData::default()
+                    .with_entity_type(s("client-id"))
+                    .with_entity_name(Some(s(&format!("quota-v{v}"))))])
+                .with_ops(vec![OpData::default()
+                    .with_key(s("producer_byte_rate"))
+                    .with_value(1024.0)]);
+            let req = AlterClientQuotasRequest::default().with_entries(vec![entry]);
+            let r: AlterClientQuotasResponse = c.send(api, v, &req);
+            assert_eq!(r.entries.len(), 1, "{at}");
+            assert_eq!(r.entries[0].error_code, 0, "{at}: {:?}", r.entries[0]);
+            assert_eq!(
+                r.entries[0].entity[0].entity_name.as_deref(),
+                Some(&*format!("quota-v{v}")),
+                "{at}"
+            );
+        }
         ApiKey::AlterUserScramCredentials => {
             use alter_user_scram_credentials_request::ScramCredentialUpsertion;
             let upsertion = ScramCredentialUpsertion::default()

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::Broker;
 use crate::controller::metadata::{ScramResult, ScramUpsertion};
+use crate::controller::quotas;
 use crate::controller::rpc::QuorumState;
 use crate::error::{Error, Result};
 use crate::placement::Placement;
@@ -150,6 +151,32 @@ impl Broker {
         upsertions: Vec<ScramUpsertion>,
     ) -> Result<Vec<ScramResult>> {
         self.quorum()?.alter_scram(deletions, upsertions).await
+    }
+
+    /// AlterClientQuotas: each entry's answer.
+    pub async fn alter_client_quotas(
+        &self,
+        alterations: Vec<quotas::Alteration>,
+        validate_only: bool,
+    ) -> Result<Vec<quotas::AlterResult>> {
+        self.quorum()?
+            .alter_client_quotas(alterations, validate_only)
+            .await
+    }
+
+    /// DescribeClientQuotas on this broker's image (nothing before it joined the cluster):
+    /// the matching entities and their values, or the filter's error.
+    pub fn describe_client_quotas(
+        &self,
+        components: &[quotas::Component],
+        strict: bool,
+    ) -> std::result::Result<Vec<quotas::Quotas>, (ResponseError, String)> {
+        let Some(c) = self.cluster() else {
+            return quotas::describe(&quotas::Table::new(), components, strict).map(|_| Vec::new());
+        };
+        let image = c.image();
+        quotas::describe(&image.client_quotas, components, strict)
+            .map(|found| found.into_iter().cloned().collect())
     }
 
     /// The SCRAM credentials of `user`, by mechanism name (none before this broker joined

@@ -20,6 +20,7 @@ use kafka_protocol::ResponseError;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::quotas;
 use crate::security::acl::{Binding, Filter};
 use crate::security::scram::Credential;
 
@@ -199,6 +200,12 @@ pub enum Record {
     RemoveAcl {
         id: Uuid,
     },
+    /// One client quota set (`value`) or removed (`None`): KRaft's QuotaRecord.
+    ClientQuota {
+        entity: quotas::Entity,
+        key: String,
+        value: Option<quotas::Value>,
+    },
 }
 
 /// One upsertion of AlterUserScramCredentials: what the client derived from the password.
@@ -311,6 +318,9 @@ pub struct Image {
     /// The ACLs (`kafka-acls`), by id.
     #[serde(default)]
     pub acls: BTreeMap<Uuid, Binding>,
+    /// Client quotas (`kafka-configs --entity-type users|clients|ips`).
+    #[serde(default)]
+    pub client_quotas: quotas::Table,
 }
 
 fn no_offset() -> i64 {
@@ -510,6 +520,9 @@ impl Image {
             }
             Record::RemoveAcl { id } => {
                 self.acls.remove(id);
+            }
+            Record::ClientQuota { entity, key, value } => {
+                quotas::apply(&mut self.client_quotas, entity, key, *value);
             }
             Record::RemoveScramCredential { user, mechanism } => {
                 if let Some(mechanisms) = self.scram.get_mut(user) {
@@ -1261,6 +1274,24 @@ impl Image {
             .get(name)
             .ok_or(ResponseError::UnknownTopicOrPartition)?;
         Ok(vec![Record::TopicConfigs { id, configs }])
+    }
+
+    /// AlterClientQuotas, as Kafka's ClientQuotaControlManager decides it
+    /// ([`quotas::alter`]); with `validate_only`, the answers alone.
+    pub fn alter_client_quotas(
+        &self,
+        alterations: &[quotas::Alteration],
+        validate_only: bool,
+    ) -> (Vec<quotas::AlterResult>, Vec<Record>) {
+        let (results, changes) = quotas::alter(&self.client_quotas, alterations);
+        let records = match validate_only {
+            true => Vec::new(),
+            false => changes
+                .into_iter()
+                .map(|(entity, key, value)| Record::ClientQuota { entity, key, value })
+                .collect(),
+        };
+        (results, records)
     }
 
     /// AlterUserScramCredentials, as Kafka's ScramControlManager decides it: a user may

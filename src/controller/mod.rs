@@ -5,6 +5,8 @@
 //! - [`raft`]: openraft storage: the Raft log and vote in their own RocksDB, synced; the state
 //!   machine applying committed records to the image and publishing it in log order.
 //! - [`network`]: Raft RPCs between voters over TCP (the controller listener).
+//! - [`quotas`]: client quotas as the metadata log holds them, decided and described as
+//!   Kafka's controller does, pure and unit-tested.
 //! - [`sessions`]: broker liveness on the active controller: BrokerHeartbeat handling,
 //!   unfencing once caught up, controlled shutdown, fencing after the session timeout.
 //!
@@ -21,6 +23,7 @@ pub mod client;
 mod login;
 pub mod metadata;
 pub mod network;
+pub mod quotas;
 pub mod raft;
 pub mod rpc;
 pub mod service;

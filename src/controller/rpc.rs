@@ -92,6 +92,11 @@ pub enum BrokerRequest {
         deletions: Vec<(String, i8)>,
         upsertions: Vec<super::metadata::ScramUpsertion>,
     },
+    /// AlterClientQuotas: each entry stands alone (`validate_only`: only checked).
+    AlterClientQuotas {
+        alterations: Vec<super::quotas::Alteration>,
+        validate_only: bool,
+    },
     /// CreateAcls: each binding stands alone.
     CreateAcls {
         bindings: Vec<crate::security::acl::Binding>,
@@ -142,6 +147,8 @@ pub enum BrokerReply {
     Quorum(QuorumState),
     /// AlterUserScramCredentials' answer, per user.
     Scram(Vec<super::metadata::ScramResult>),
+    /// AlterClientQuotas' answer, per entry.
+    ClientQuotas(Vec<super::quotas::AlterResult>),
     /// CreateAcls' answer, per binding: why it was refused, if it was.
     AclsCreated(Vec<Option<String>>),
     /// DeleteAcls' answer, per filter: the bindings it removed, or why it was refused.

@@ -565,6 +565,16 @@ impl ControllerNode {
                 })
                 .await
             }
+            BrokerRequest::AlterClientQuotas {
+                alterations,
+                validate_only,
+            } => {
+                self.decide(|image, _| {
+                    let (results, records) = image.alter_client_quotas(&alterations, validate_only);
+                    Ok((BrokerReply::ClientQuotas(results), records))
+                })
+                .await
+            }
             BrokerRequest::CreateAcls { bindings } => {
                 self.decide(|image, _| {
                     let (results, records) = image.create_acls(bindings);

@@ -185,6 +185,9 @@ codes!(OffsetDeleteResponse, |r, f| {
 });
 codes!(DescribeClusterResponse, |r, f| { f(r.error_code) });
 codes!(DescribeClientQuotasResponse, |r, f| { f(r.error_code) });
+codes!(AlterClientQuotasResponse, |r, f| {
+    r.entries.iter().for_each(|e| f(e.error_code));
+});
 codes!(SaslHandshakeResponse, |r, f| { f(r.error_code) });
 codes!(SaslAuthenticateResponse, |r, f| { f(r.error_code) });
 codes!(DescribeUserScramCredentialsResponse, |r, f| {

@@ -39,6 +39,7 @@ use crate::controller::client::ControllerClient;
 use crate::controller::metadata::{
     Endpoint, Image, PartitionState, ScramResult, ScramUpsertion, NO_LEADER,
 };
+use crate::controller::quotas;
 use crate::controller::rpc::{BrokerReply, BrokerRequest};
 use crate::controller::service::ControllerNode;
 use crate::coordinator::share_state::ShareCoordinator;
@@ -872,6 +873,45 @@ impl Cluster {
             .collect();
         let mut image = self.image.clone();
         let done = |i: &Arc<Image>| accepted.iter().all(|b| i.acls.values().any(|a| a == *b));
+        let _ = tokio::time::timeout(LOCAL_APPLY_TIMEOUT, image.wait_for(done)).await;
+        Ok(results)
+    }
+
+    /// AlterClientQuotas through the controller; each entry's answer, once this broker has
+    /// applied the accepted changes (bounded), so a describe here right after shows them.
+    pub async fn alter_client_quotas(
+        &self,
+        alterations: Vec<quotas::Alteration>,
+        validate_only: bool,
+    ) -> Result<Vec<quotas::AlterResult>> {
+        let BrokerReply::ClientQuotas(results) = self
+            .ask(BrokerRequest::AlterClientQuotas {
+                alterations: alterations.clone(),
+                validate_only,
+            })
+            .await?
+        else {
+            return Err(Error::ControllerUnavailable);
+        };
+        if validate_only {
+            return Ok(results);
+        }
+        // Every accepted entry's values as asked, here.
+        let accepted: Vec<(quotas::Entity, &quotas::Alteration)> = alterations
+            .iter()
+            .zip(&results)
+            .filter(|(_, r)| r.error == 0)
+            .map(|(a, _)| (a.entity.iter().cloned().collect(), a))
+            .collect();
+        let mut image = self.image.clone();
+        let done = |i: &Arc<Image>| {
+            accepted.iter().all(|(entity, a)| {
+                let now = i.client_quotas.get(&quotas::key(entity));
+                a.ops
+                    .iter()
+                    .all(|(k, v)| now.and_then(|q| q.values.get(k)).map(|v| v.0) == *v)
+            })
+        };
         let _ = tokio::time::timeout(LOCAL_APPLY_TIMEOUT, image.wait_for(done)).await;
         Ok(results)
     }
