@@ -436,6 +436,15 @@ func matrixFor(ctx context.Context, b *kgo.Broker, who string, ids map[string][1
 	say("describe-configs", "broker", ask(bc).(*kmsg.DescribeConfigsResponse).Resources[0].ErrorCode)
 	cq := kmsg.NewPtrDescribeClientQuotasRequest()
 	say("describe-client-quotas", "all", ask(cq).(*kmsg.DescribeClientQuotasResponse).ErrorCode)
+	aq := kmsg.NewPtrAlterClientQuotasRequest()
+	aqe := kmsg.NewAlterClientQuotasRequestEntry()
+	aqEntity := kmsg.NewAlterClientQuotasRequestEntryEntity()
+	aqEntity.Type, aqEntity.Name = "user", kmsg.StringPtr("q-"+who)
+	aqOp := kmsg.NewAlterClientQuotasRequestEntryOp()
+	aqOp.Key, aqOp.Value = "producer_byte_rate", 1024
+	aqe.Entity, aqe.Ops = append(aqe.Entity, aqEntity), append(aqe.Ops, aqOp)
+	aq.Entries, aq.ValidateOnly = append(aq.Entries, aqe), true
+	say("alter-client-quotas", "validate-only", ask(aq).(*kmsg.AlterClientQuotasResponse).Entries[0].ErrorCode)
 	lpr := ask(kmsg.NewPtrListPartitionReassignmentsRequest()).(*kmsg.ListPartitionReassignmentsResponse)
 	say("list-reassignments", "all", lpr.ErrorCode)
 

@@ -340,6 +340,37 @@ check_user_configs() {
   fi
 }
 
+# ---------------------------------------------------------------- configs-quotas
+# Client quotas (KIP-546): kafka-configs --entity-type clients sets two rates on a client id
+# and one on the default client id, describes each (the values are doubles), deletes one
+# rate, and the default's is deleted again so that no quota outlives the check.
+check_quota_configs() {
+  local rc CFG=$CONFIGS C="quota-client-$RUN_ID"
+  local E=(--entity-type clients --entity-name "$C") D=(--entity-type clients --entity-default)
+  tool qcfga $CFG "${B[@]}" "${E[@]}" --alter --add-config producer_byte_rate=1024,consumer_byte_rate=2048; rc=$?
+  [[ $rc -eq 0 ]] && { tool qcfgb $CFG "${B[@]}" "${D[@]}" --alter --add-config request_percentage=12.5; rc=$?; }
+  if [[ $rc -ne 0 ]] || ! grep -q "Completed updating" "$WORK/qcfga.out"; then
+    fail configs-quotas "--add-config: $(why $rc qcfgb) $(snip "$WORK/qcfga.out") $(snip_err "$WORK/qcfga.err")"; return
+  fi
+  tool qcfgd $CFG "${B[@]}" "${E[@]}" --describe; rc=$?
+  tool qcfgdd $CFG "${B[@]}" "${D[@]}" --describe
+  local line; line=$(grep -F "Quota configs for client-id '$C' are " "$WORK/qcfgd.out")
+  if [[ $rc -ne 0 || $line != *producer_byte_rate=1024.0* || $line != *consumer_byte_rate=2048.0* ]]; then
+    fail configs-quotas "--describe: $(why $rc qcfgd) stdout: $(snip "$WORK/qcfgd.out")"
+  elif ! grep -qxF "Quota configs for the default client-id are request_percentage=12.5" "$WORK/qcfgdd.out"; then
+    fail configs-quotas "--entity-default --describe: $(snip "$WORK/qcfgdd.out") $(snip_err "$WORK/qcfgdd.err")"
+  else
+    tool qcfgr $CFG "${B[@]}" "${E[@]}" --alter --delete-config producer_byte_rate; rc=$?
+    tool qcfgd2 $CFG "${B[@]}" "${E[@]}" --describe
+    if [[ $rc -eq 0 ]] && grep -qxF "Quota configs for client-id '$C' are consumer_byte_rate=2048.0" "$WORK/qcfgd2.out"; then
+      pass configs-quotas
+    else
+      fail configs-quotas "--delete-config producer_byte_rate: $(why $rc qcfgr); describe after: $(snip "$WORK/qcfgd2.out")"
+    fi
+  fi
+  tool qcfgx $CFG "${B[@]}" "${D[@]}" --alter --delete-config request_percentage
+}
+
 # ---------------------------------------------------------------- delete-records
 check_delete_records() {
   local rc to=3
@@ -812,6 +843,7 @@ if want 'console|get_offsets|configs|delete_records'; then
   want configs && check_configs
   want configs && check_broker_configs
   want configs && check_user_configs
+  want configs && check_quota_configs
   want delete_records && check_delete_records
 fi
 want compaction && check_compaction
