@@ -171,11 +171,10 @@ impl Broker {
         components: &[quotas::Component],
         strict: bool,
     ) -> std::result::Result<Vec<quotas::Quotas>, (ResponseError, String)> {
-        let Some(c) = self.cluster() else {
-            return quotas::describe(&quotas::Table::new(), components, strict).map(|_| Vec::new());
-        };
-        let image = c.image();
-        quotas::describe(&image.client_quotas, components, strict)
+        let image = self.cluster().map(|c| c.image());
+        let none = quotas::Table::new();
+        let table = image.as_ref().map_or(&none, |i| &i.client_quotas);
+        quotas::describe(table, components, strict)
             .map(|found| found.into_iter().cloned().collect())
     }
 

@@ -60,16 +60,20 @@ pub async fn alter(
     } else {
         // A NaN or an infinity is refused here: the controller's RPCs and log are JSON,
         // which has no such numbers.
-        let not_finite = |a: &Alteration| {
-            a.ops
-                .iter()
-                .find(|(_, v)| v.is_some_and(|v| !v.is_finite()))
-                .map(|(k, _)| format!("Configuration {k} must be a finite number"))
-        };
+        let not_finite: Vec<Option<String>> = alterations
+            .iter()
+            .map(|a| {
+                a.ops
+                    .iter()
+                    .find(|(_, v)| v.is_some_and(|v| !v.is_finite()))
+                    .map(|(k, _)| format!("Configuration {k} must be a finite number"))
+            })
+            .collect();
         let asked: Vec<Alteration> = alterations
             .iter()
-            .filter(|a| not_finite(a).is_none())
-            .cloned()
+            .zip(&not_finite)
+            .filter(|(_, refused)| refused.is_none())
+            .map(|(a, _)| a.clone())
             .collect();
         // Nothing decided (no controller): every entry asked gets the error.
         let mut decided = match asked.is_empty() {
@@ -82,7 +86,8 @@ pub async fn alter(
         };
         alterations
             .iter()
-            .map(|a| match (not_finite(a), &mut decided) {
+            .zip(not_finite)
+            .map(|(a, not_finite)| match (not_finite, &mut decided) {
                 (Some(message), _) => refused(a, ResponseError::InvalidRequest, message),
                 (None, Ok(results)) => results.next().expect("one answer per entry asked"),
                 (None, Err((code, message))) => AlterResult {
