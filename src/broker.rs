@@ -30,6 +30,7 @@ use crate::topics::{Catalog, LogDir};
 mod authority;
 pub mod authorizer;
 pub mod cleaner;
+pub mod throttle;
 
 pub use authority::{only_dynamic, Reassigning};
 
@@ -53,6 +54,8 @@ pub struct Broker {
     pub metrics: Arc<Metrics>,
     /// What the log cleaner last did, for its gauges.
     pub cleaner: cleaner::CleanerStats,
+    /// Usage of the clients a byte-rate quota applies to.
+    pub throttles: throttle::Throttles,
     /// The id this node minted on its first start: the cluster's id when this node's voter
     /// starts the metadata log (see [`Broker::cluster_id`]).
     local_cluster_id: String,
@@ -153,6 +156,7 @@ impl Broker {
             local_cluster_id: cluster_id,
             metrics,
             cleaner: cleaner::CleanerStats::default(),
+            throttles: throttle::Throttles::default(),
             cluster: std::sync::OnceLock::new(),
             ready: AtomicBool::new(false),
             meta,

@@ -292,6 +292,60 @@ pub fn describe<'a>(
         .collect())
 }
 
+/// The quota a client is held to for `quota` (a key such as `producer_byte_rate`) and
+/// whose usage counts against it, as Kafka's default quota callback decides: the first of
+/// user and client id, user and default client id, user, default user and client id,
+/// default user and default client id, default user, client id, default client id that
+/// sets `quota`. Clients share a usage when they share its tags: the user alone (levels
+/// 3 and 6), the client id alone (7 and 8), or both. `None`: no quota applies.
+pub fn applying(table: &Table, user: &str, client_id: &str, quota: &str) -> Option<Applied> {
+    use Part::{Absent, Default, Named};
+    const LEVELS: [(Part, Part); 8] = [
+        (Named, Named),
+        (Named, Default),
+        (Named, Absent),
+        (Default, Named),
+        (Default, Default),
+        (Default, Absent),
+        (Absent, Named),
+        (Absent, Default),
+    ];
+    LEVELS.into_iter().find_map(|(u, c)| {
+        let mut entity = Entity::new();
+        for (t, part, name) in [(USER, u, user), (CLIENT_ID, c, client_id)] {
+            match part {
+                Named => entity.insert(t.to_string(), Some(name.to_string())),
+                Default => entity.insert(t.to_string(), None),
+                Absent => None,
+            };
+        }
+        let bound = table.get(&key(&entity))?.values.get(quota)?.0;
+        let tag = |part, name: &str| if part == Absent { "" } else { name }.to_string();
+        Some(Applied {
+            bound,
+            user: tag(u, user),
+            client_id: tag(c, client_id),
+        })
+    })
+}
+
+/// One part of an entity [`applying`] looks for: the client's name, the default, or none.
+#[derive(Clone, Copy, PartialEq)]
+enum Part {
+    Named,
+    Default,
+    Absent,
+}
+
+/// A quota that applies to a client ([`applying`]): its bound and the tags of the usage
+/// it is measured on (empty when that part is shared by every name).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    pub bound: f64,
+    pub user: String,
+    pub client_id: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -458,5 +512,75 @@ mod tests {
             code(&[c(IP, 2, None), c(USER, 2, None)]),
             ResponseError::InvalidRequest
         );
+    }
+
+    #[test]
+    fn the_first_of_the_eight_levels_applies_with_its_tags() {
+        let mut t = Table::new();
+        let set = |t: &mut Table, e: &[(&str, Option<&str>)], v: f64| {
+            let entity: Entity = e
+                .iter()
+                .map(|(k, n)| (k.to_string(), n.map(str::to_string)))
+                .collect();
+            apply(t, &entity, "producer_byte_rate", Some(Value(v)));
+        };
+        let got = |t: &Table, u: &str, c: &str| {
+            applying(t, u, c, "producer_byte_rate").map(|a| (a.bound, a.user, a.client_id))
+        };
+        assert_eq!(got(&t, "alice", "app"), None);
+        set(&mut t, &[(CLIENT_ID, None)], 8.0);
+        assert_eq!(
+            got(&t, "alice", "app"),
+            Some((8.0, "".into(), "app".into()))
+        );
+        set(&mut t, &[(CLIENT_ID, Some("app"))], 7.0);
+        assert_eq!(
+            got(&t, "alice", "app"),
+            Some((7.0, "".into(), "app".into()))
+        );
+        assert_eq!(
+            got(&t, "alice", "other"),
+            Some((8.0, "".into(), "other".into()))
+        );
+        set(&mut t, &[(USER, None)], 6.0);
+        assert_eq!(
+            got(&t, "alice", "app"),
+            Some((6.0, "alice".into(), "".into()))
+        );
+        set(&mut t, &[(USER, None), (CLIENT_ID, None)], 5.0);
+        assert_eq!(
+            got(&t, "alice", "app"),
+            Some((5.0, "alice".into(), "app".into()))
+        );
+        set(&mut t, &[(USER, None), (CLIENT_ID, Some("app"))], 4.0);
+        assert_eq!(
+            got(&t, "alice", "app"),
+            Some((4.0, "alice".into(), "app".into()))
+        );
+        set(&mut t, &[(USER, Some("alice"))], 3.0);
+        assert_eq!(
+            got(&t, "alice", "app"),
+            Some((3.0, "alice".into(), "".into()))
+        );
+        assert_eq!(
+            got(&t, "bob", "app"),
+            Some((4.0, "bob".into(), "app".into()))
+        );
+        set(&mut t, &[(USER, Some("alice")), (CLIENT_ID, None)], 2.0);
+        assert_eq!(
+            got(&t, "alice", "app"),
+            Some((2.0, "alice".into(), "app".into()))
+        );
+        set(
+            &mut t,
+            &[(USER, Some("alice")), (CLIENT_ID, Some("app"))],
+            1.0,
+        );
+        assert_eq!(
+            got(&t, "alice", "app"),
+            Some((1.0, "alice".into(), "app".into()))
+        );
+        // Another key is looked up on its own: nothing sets consumer_byte_rate.
+        assert_eq!(applying(&t, "alice", "app", "consumer_byte_rate"), None);
     }
 }

@@ -1,0 +1,342 @@
+//! Client byte-rate quotas applied to traffic, as Kafka's ClientQuotaManager applies them:
+//! each usage (a user, a client id, or both, as [`quotas::applying`] tags it) has a rate
+//! over 11 one-second samples; a request that takes the rate above its quota is throttled
+//! for as long as the rate needs to come back to it, at most the whole window. What
+//! throttling does to the connection and the response is the handlers' and the server's.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::controller::quotas::{self, Applied};
+
+/// Kafka's `quota.window.num` and `quota.window.size.seconds`.
+const SAMPLES: usize = 11;
+const SAMPLE_MS: u64 = 1000;
+/// Kafka's longest throttle: the whole window.
+const THROTTLE_MAX_MS: u64 = SAMPLES as u64 * SAMPLE_MS;
+/// A usage no request touched for this long is forgotten, as Kafka expires its sensors.
+const INACTIVE_MS: u64 = 3_600_000;
+
+/// What a quota limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// Bytes of Produce requests (`producer_byte_rate`).
+    Produce,
+    /// Bytes of consumers' Fetch responses (`consumer_byte_rate`).
+    Fetch,
+}
+
+impl Kind {
+    /// The quota's key in the metadata log.
+    pub fn key(self) -> &'static str {
+        match self {
+            Kind::Produce => "producer_byte_rate",
+            Kind::Fetch => "consumer_byte_rate",
+        }
+    }
+}
+
+/// One sample of a sampled stat: when it began, and what it holds.
+#[derive(Clone, Copy, Default)]
+struct Sample {
+    start_ms: u64,
+    total: f64,
+    count: u64,
+}
+
+/// Kafka's SampledStat: up to [`SAMPLES`] samples of [`SAMPLE_MS`] each, the oldest reused
+/// when a new one begins, any older than the whole window reset before a measure.
+#[derive(Default)]
+struct Sampled {
+    samples: Vec<Sample>,
+    current: usize,
+}
+
+impl Sampled {
+    fn record(&mut self, value: f64, now_ms: u64) {
+        if self.samples.is_empty() {
+            self.samples.push(Sample {
+                start_ms: now_ms,
+                ..Sample::default()
+            });
+        }
+        if now_ms.saturating_sub(self.samples[self.current].start_ms) >= SAMPLE_MS {
+            self.current = (self.current + 1) % SAMPLES;
+            let fresh = Sample {
+                start_ms: now_ms,
+                ..Sample::default()
+            };
+            match self.samples.get_mut(self.current) {
+                Some(s) => *s = fresh,
+                None => self.samples.push(fresh),
+            }
+        }
+        let s = &mut self.samples[self.current];
+        s.total += value;
+        s.count += 1;
+    }
+
+    fn purge(&mut self, now_ms: u64) {
+        for s in &mut self.samples {
+            if now_ms.saturating_sub(s.start_ms) >= SAMPLES as u64 * SAMPLE_MS {
+                *s = Sample {
+                    start_ms: now_ms,
+                    ..Sample::default()
+                };
+            }
+        }
+    }
+
+    /// Kafka's Rate: the samples' total over the time since the oldest began, counted as
+    /// at least ten whole samples so a new usage is not judged on its first instant.
+    fn rate(&mut self, now_ms: u64) -> f64 {
+        self.purge(now_ms);
+        let total: f64 = self.samples.iter().map(|s| s.total).sum();
+        let oldest = self
+            .samples
+            .iter()
+            .map(|s| s.start_ms)
+            .min()
+            .unwrap_or(now_ms);
+        let mut window = now_ms.saturating_sub(oldest);
+        let full = window / SAMPLE_MS;
+        let least = SAMPLES as u64 - 1;
+        if full < least {
+            window += (least - full) * SAMPLE_MS;
+        }
+        total / (window as f64 / 1000.0)
+    }
+
+    /// The window [`rate`](Self::rate) divides by, in ms.
+    fn window_ms(&self, now_ms: u64) -> u64 {
+        let oldest = self
+            .samples
+            .iter()
+            .map(|s| s.start_ms)
+            .min()
+            .unwrap_or(now_ms);
+        let window = now_ms.saturating_sub(oldest);
+        let full = window / SAMPLE_MS;
+        let least = SAMPLES as u64 - 1;
+        window + least.saturating_sub(full) * SAMPLE_MS
+    }
+
+    /// Kafka's Avg: the mean of the values recorded in the window, 0 with none.
+    fn average(&mut self, now_ms: u64) -> f64 {
+        self.purge(now_ms);
+        let (total, count) = self
+            .samples
+            .iter()
+            .fold((0.0, 0), |(t, c), s| (t + s.total, c + s.count));
+        if count == 0 {
+            0.0
+        } else {
+            total / count as f64
+        }
+    }
+}
+
+/// One usage: its bytes, the throttles it earned, and its quota when last used.
+#[derive(Default)]
+struct Usage {
+    bytes: Sampled,
+    throttles: Sampled,
+    bound: f64,
+    last_ms: u64,
+}
+
+/// A usage as the metrics show it.
+pub struct Measured {
+    pub kind: Kind,
+    pub user: String,
+    pub client_id: String,
+    /// Bytes per second over the window.
+    pub byte_rate: f64,
+    /// The mean throttle in the window, in ms.
+    pub throttle_time_ms: f64,
+}
+
+/// Every usage a quota applies to, by kind and tags.
+#[derive(Default)]
+pub struct Throttles {
+    usages: Mutex<HashMap<(Kind, String, String), Usage>>,
+}
+
+impl Throttles {
+    fn usages(&self) -> std::sync::MutexGuard<'_, HashMap<(Kind, String, String), Usage>> {
+        self.usages.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts `bytes` against `quota`'s usage; returns how long the client is throttled,
+    /// in ms (0: within its quota). As Kafka: `(rate - quota) / quota` of the window,
+    /// at most the whole window.
+    pub fn record(&self, kind: Kind, quota: &Applied, bytes: f64, now_ms: u64) -> u64 {
+        let mut usages = self.usages();
+        if usages.len() > 1024 {
+            usages.retain(|_, u| now_ms.saturating_sub(u.last_ms) < INACTIVE_MS);
+        }
+        let u = usages
+            .entry((kind, quota.user.clone(), quota.client_id.clone()))
+            .or_default();
+        u.bound = quota.bound;
+        u.last_ms = now_ms;
+        u.bytes.record(bytes, now_ms);
+        let rate = u.bytes.rate(now_ms);
+        if rate <= quota.bound {
+            return 0;
+        }
+        let over = match quota.bound > 0.0 {
+            true => (rate - quota.bound) / quota.bound * u.bytes.window_ms(now_ms) as f64,
+            false => THROTTLE_MAX_MS as f64,
+        };
+        let ms = (over.round() as u64).min(THROTTLE_MAX_MS);
+        if ms > 0 {
+            u.throttles.record(ms as f64, now_ms);
+        }
+        ms
+    }
+
+    /// Takes back bytes [`record`](Self::record) counted, as Kafka does for a throttled
+    /// fetch, whose records are not sent.
+    pub fn unrecord(&self, kind: Kind, quota: &Applied, bytes: f64, now_ms: u64) {
+        if let Some(u) = self
+            .usages()
+            .get_mut(&(kind, quota.user.clone(), quota.client_id.clone()))
+        {
+            u.bytes.record(-bytes, now_ms);
+        }
+    }
+
+    /// Every usage seen in the last hour, for the metrics.
+    pub fn measured(&self, now_ms: u64) -> Vec<Measured> {
+        let mut usages = self.usages();
+        usages.retain(|_, u| now_ms.saturating_sub(u.last_ms) < INACTIVE_MS);
+        usages
+            .iter_mut()
+            .map(|((kind, user, client_id), u)| Measured {
+                kind: *kind,
+                user: user.clone(),
+                client_id: client_id.clone(),
+                byte_rate: u.bytes.rate(now_ms),
+                throttle_time_ms: u.throttles.average(now_ms),
+            })
+            .collect()
+    }
+}
+
+/// The quota of `kind` that applies to `principal` (`User:name`) with `client_id`.
+pub fn applying(
+    table: &quotas::Table,
+    kind: Kind,
+    principal: &str,
+    client_id: &str,
+) -> Option<Applied> {
+    if table.is_empty() {
+        return None;
+    }
+    let user = principal.strip_prefix("User:").unwrap_or(principal);
+    quotas::applying(table, user, client_id, kind.key())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quota(bound: f64) -> Applied {
+        Applied {
+            bound,
+            user: String::new(),
+            client_id: "c".into(),
+        }
+    }
+
+    /// A new usage is measured over at least ten seconds, so its first second's burst
+    /// may reach ten times the quota before a throttle.
+    #[test]
+    fn a_burst_is_measured_over_ten_seconds() {
+        let t = Throttles::default();
+        let q = quota(1000.0);
+        assert_eq!(t.record(Kind::Produce, &q, 9_000.0, 0), 0);
+        assert_eq!(t.record(Kind::Produce, &q, 1_000.0, 100), 0);
+        // 11,000 bytes over 10.2 s: 1078 B/s, 7.8% over the quota of 10.2 s.
+        let ms = t.record(Kind::Produce, &q, 1_000.0, 200);
+        assert_eq!(ms, 800);
+    }
+
+    /// Twice the quota throttles for the window; the throttle never exceeds 11 s.
+    #[test]
+    fn throttles_grow_with_the_excess_up_to_the_window() {
+        let t = Throttles::default();
+        let q = quota(1000.0);
+        assert_eq!(t.record(Kind::Produce, &q, 20_000.0, 0), 10_000);
+        assert_eq!(t.record(Kind::Produce, &q, 1e9, 0), THROTTLE_MAX_MS);
+        // Another kind and another usage are measured apart.
+        assert_eq!(t.record(Kind::Fetch, &q, 1_000.0, 0), 0);
+        let other = Applied {
+            client_id: "d".into(),
+            ..quota(1000.0)
+        };
+        assert_eq!(t.record(Kind::Produce, &other, 1_000.0, 0), 0);
+    }
+
+    /// Bytes taken back no longer count; samples older than the window are dropped.
+    #[test]
+    fn unrecorded_and_old_bytes_stop_counting() {
+        let t = Throttles::default();
+        let q = quota(1000.0);
+        assert_eq!(t.record(Kind::Fetch, &q, 10_000.0, 0), 0);
+        assert!(t.record(Kind::Fetch, &q, 10_000.0, 10) > 0);
+        t.unrecord(Kind::Fetch, &q, 10_000.0, 10);
+        assert_eq!(t.record(Kind::Fetch, &q, 0.0, 20), 0);
+        // 11 s later the first samples are gone: 5,000 bytes in the new window are fine.
+        assert_eq!(t.record(Kind::Fetch, &q, 5_000.0, 11_100), 0);
+        let m = t.measured(11_100);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].byte_rate, 500.0);
+        assert_eq!(m[0].throttle_time_ms, 0.0, "the throttle was 11 s ago");
+    }
+
+    /// Samples roll over second by second and the window then follows the oldest one: a
+    /// client a tenth below its quota, sending every 100 ms, is never throttled.
+    #[test]
+    fn a_steady_rate_below_the_quota_is_not_throttled() {
+        let t = Throttles::default();
+        let q = quota(1000.0);
+        for i in 0..300 {
+            assert_eq!(
+                t.record(Kind::Produce, &q, 90.0, i * 100),
+                0,
+                "at {} ms",
+                i * 100
+            );
+        }
+        let m = t.measured(29_900);
+        assert!(
+            (900.0..1000.0).contains(&m[0].byte_rate),
+            "{}",
+            m[0].byte_rate
+        );
+    }
+
+    #[test]
+    fn the_principal_is_the_user_and_no_table_means_no_quota() {
+        let mut table = quotas::Table::new();
+        assert_eq!(applying(&table, Kind::Produce, "User:alice", "c"), None);
+        let entity: quotas::Entity = [(quotas::USER.to_string(), Some("alice".to_string()))]
+            .into_iter()
+            .collect();
+        quotas::apply(
+            &mut table,
+            &entity,
+            "producer_byte_rate",
+            Some(quotas::Value(5.0)),
+        );
+        let a = applying(&table, Kind::Produce, "User:alice", "c").unwrap();
+        assert_eq!(
+            (a.bound, a.user.as_str(), a.client_id.as_str()),
+            (5.0, "alice", "")
+        );
+        assert_eq!(applying(&table, Kind::Fetch, "User:alice", "c"), None);
+        assert_eq!(applying(&table, Kind::Produce, "User:bob", "c"), None);
+    }
+}
