@@ -182,6 +182,7 @@ pub async fn handle(broker: &Arc<Broker>, conn: &Connection, mut frame: Bytes) -
             frame.len()
         ));
     }
+    let request_bytes = frame.len();
     let key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
@@ -206,6 +207,7 @@ pub async fn handle(broker: &Arc<Broker>, conn: &Connection, mut frame: Bytes) -
         version,
         correlation_id,
         client_id: header.client_id.as_ref().map(|c| c.to_string()),
+        request_bytes,
     };
     let span = tracing::debug_span!(
         "request",
@@ -369,12 +371,12 @@ mod tests {
         let cluster = broker.start_cluster(None, dial, None).await.unwrap();
         cluster.await_running().await;
         broker.auto_create("t").await.unwrap();
-        let conn = Connection {
-            listener: "PLAINTEXT".into(),
-            peer: "127.0.0.1:1".parse().unwrap(),
-            principal: "User:ANONYMOUS".into(),
-            sasl: None,
-        };
+        let conn = Connection::new(
+            "PLAINTEXT".into(),
+            "127.0.0.1:1".parse().unwrap(),
+            "User:ANONYMOUS".into(),
+            None,
+        );
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = move || {
             seed ^= seed << 13;

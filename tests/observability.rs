@@ -611,6 +611,27 @@ fn healthcheck_subcommand_follows_ready() {
     assert!(hc(&metrics.to_string()));
 }
 
+/// Sets `producer_byte_rate` and `consumer_byte_rate` for `client_id` to `rate`.
+fn set_byte_rates(c: &mut Client, client_id: &str, rate: f64) {
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    let entry = EntryData::default()
+        .with_entity(vec![EntityData::default()
+            .with_entity_type(s("client-id"))
+            .with_entity_name(Some(s(client_id)))])
+        .with_ops(
+            ["producer_byte_rate", "consumer_byte_rate"]
+                .iter()
+                .map(|k| OpData::default().with_key(s(k)).with_value(rate))
+                .collect(),
+        );
+    let r: AlterClientQuotasResponse = c.send(
+        ApiKey::AlterClientQuotas,
+        1,
+        &AlterClientQuotasRequest::default().with_entries(vec![entry]),
+    );
+    assert_eq!(r.entries[0].error_code, 0, "{r:?}");
+}
+
 // ---- dashboards and rules against the exported names ------------------------------------------
 
 /// Names the broker exports, with the labels each carries, after traffic that makes every
@@ -626,6 +647,10 @@ fn exported_names() -> BTreeMap<String, BTreeSet<String>> {
     assert_eq!(c.produce("names", 0, batch(&["a"]), 1).0, 0);
     assert_eq!(c.produce("names", 0, batch(&["b"]), -1).0, 19);
     commit(&mut c, "names-group", "names", 0, 1);
+    // A client a (generous) byte-rate quota applies to, producing and consuming.
+    set_byte_rates(&mut c, "cairn-tests", 1e12);
+    assert_eq!(c.produce("names", 0, batch(&["c"]), 1).0, 0);
+    assert_eq!(c.fetch("names", 0, 0).0, 0);
     let _share = share_traffic(&[broker.addr], "names", "names-share");
     let (_, m) = scrape(metrics);
     let mut names: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -1557,6 +1582,9 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
         .collect();
     assert_eq!(advertised, external, "{metadata}");
 
+    // kcat's client id (librdkafka's default) gets a byte-rate quota too high to throttle
+    // it, so the quota panels have series.
+    set_byte_rates(&mut Client::connect(addrs[0]), "rdkafka", 1e12);
     // Real clients: kcat produces a record (creating the topic), and once Prometheus has
     // seen the topic's counters, 200 more (a rate needs two samples of a moving counter);
     // then a kcat group consumer reads everything and commits.
@@ -1774,4 +1802,113 @@ fn secured_compose_topology_replicates_over_sasl_ssl() {
     for mut b in running.brokers {
         b.assert_running();
     }
+}
+
+/// Byte-rate client quotas as Kafka applies them (KIP-13, KIP-219): with 100,000 B/s
+/// for client id `cairn-tests`, a produce that takes the rate over it comes back with
+/// `throttle_time_ms`, the connection is not read again until that time has passed, a
+/// consumer over its quota gets an empty answer with its throttle, another client id is
+/// not held back, and the throttles show under Kafka's metric names. The only time
+/// checked is a lower bound the broker's mute guarantees, which a slow machine cannot
+/// break.
+#[test]
+fn client_quotas_throttle_producers_and_consumers_and_show_in_metrics() {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+
+    let (broker, metrics) = start_with_metrics(&[]);
+    let mut c = broker.client();
+    assert_eq!(c.create_topic("quota", 1, &[]), 0);
+    set_byte_rates(&mut c, "cairn-tests", 100_000.0);
+
+    // A new usage is measured over at least 10 s: 600 KB pass, 1.2 MB are over.
+    let big = "v".repeat(600_000);
+    let produce = |c: &mut Client| -> i32 {
+        let r: ProduceResponse = c.send(
+            ApiKey::Produce,
+            9,
+            &Client::produce_request("quota", 0, batch(&[&big]), 1),
+        );
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+        r.throttle_time_ms
+    };
+    assert_eq!(produce(&mut c), 0);
+    let sent = Instant::now();
+    let throttle = produce(&mut c);
+    assert!(
+        (1..=11_000).contains(&throttle),
+        "a produce over the quota is throttled for at most the window: {throttle} ms"
+    );
+    // KIP-219: the connection is muted, so this answer cannot come before the throttle ends.
+    let _: ApiVersionsResponse = c.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let waited = sent.elapsed();
+    assert!(
+        waited >= Duration::from_millis(throttle as u64 - 2),
+        "the muted connection answered after {waited:?}, before its {throttle} ms throttle"
+    );
+
+    // Another client id has no quota: two more such produces are not throttled.
+    let mut other = Client::connect(broker.addr);
+    for correlation in [1, 2] {
+        let frame = cairn::wire::request_frame(
+            ApiKey::Produce,
+            9,
+            correlation,
+            "unthrottled",
+            &Client::produce_request("quota", 0, batch(&[&big]), 1),
+        )
+        .unwrap();
+        other.send_raw(&frame);
+        let body = other.read_frame().expect("response");
+        let r: ProduceResponse =
+            cairn::wire::decode_response(ApiKey::Produce, 9, correlation, body).unwrap();
+        assert_eq!(r.throttle_time_ms, 0, "a client without a quota");
+    }
+
+    // A consumer: the first batch (about 600 KB) passes, the second takes it over and
+    // gets no records, only its throttle.
+    let fetch = |c: &mut Client, offset: i64| -> FetchResponse {
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_max_bytes(50 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(name("quota"))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_fetch_offset(offset)
+                    .with_current_leader_epoch(-1)
+                    .with_last_fetched_epoch(-1)
+                    .with_partition_max_bytes(1)])]);
+        c.send(ApiKey::Fetch, 12, &req)
+    };
+    let first = fetch(&mut c, 0);
+    assert_eq!(first.throttle_time_ms, 0);
+    let records = first.responses[0].partitions[0].records.clone().unwrap();
+    assert_eq!(common::records(records).len(), 1, "one whole batch");
+    let second = fetch(&mut c, 1);
+    assert!(
+        (1..=11_000).contains(&second.throttle_time_ms),
+        "{}",
+        second.throttle_time_ms
+    );
+    assert!(
+        second.responses.is_empty(),
+        "a throttled fetch gets no records"
+    );
+
+    let (body, samples) = scrape(metrics);
+    let usage = [("user", ""), ("client_id", "cairn-tests")];
+    for name in [
+        "kafka_server_produce_throttle_time",
+        "kafka_server_produce_byte_rate",
+        "kafka_server_fetch_throttle_time",
+        "kafka_server_fetch_byte_rate",
+    ] {
+        let v = value(&samples, name, &usage);
+        assert!(v.is_some_and(|v| v > 0.0), "{name} = {v:?} in\n{body}");
+    }
+    assert!(
+        !body.contains("client_id=\"unthrottled\""),
+        "a client no quota applies to has no quota metrics"
+    );
 }

@@ -178,6 +178,22 @@ impl Broker {
             .map(|found| found.into_iter().cloned().collect())
     }
 
+    /// The byte-rate quota of `kind` a `principal` (asked only when quotas are set) with
+    /// `client_id` is held to on this
+    /// broker, from the image it applied (none before it joined the cluster).
+    pub fn client_quota(
+        &self,
+        kind: super::throttle::Kind,
+        principal: impl FnOnce() -> String,
+        client_id: &str,
+    ) -> Option<quotas::Applied> {
+        let image = self.cluster()?.image();
+        if image.client_quotas.is_empty() {
+            return None;
+        }
+        super::throttle::applying(&image.client_quotas, kind, &principal(), client_id)
+    }
+
     /// The SCRAM credentials of `user`, by mechanism name (none before this broker joined
     /// the cluster).
     pub fn scram_credentials(&self, user: &str) -> BTreeMap<String, Credential> {

@@ -14,10 +14,12 @@ use kafka_protocol::messages::fetch_response::{
     PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::protocol::Encodable;
 
 use super::leader_hints::{node_endpoints, Hints};
 use super::RequestContext;
 use crate::broker::authorizer::denied;
+use crate::broker::throttle::Kind;
 use crate::broker::Broker;
 use crate::error::{Error, Result};
 use crate::log::batch::BatchHeader;
@@ -138,11 +140,24 @@ pub async fn handle(
         let (partitions, bytes, errors) = gather(&wanted, max_bytes, upto).await;
         let expired = tokio::time::Instant::now() >= deadline;
         if bytes >= min_bytes || errors || expired || broker.is_shutting_down() {
-            // Kafka counts follower fetches apart (ReplicationBytesOut); these are clients'.
-            if committed_only {
-                count(&wanted, &partitions);
+            let response = respond(broker, ctx, &req, partitions);
+            if !committed_only {
+                // Followers are held to replication quotas, not clients', and Kafka counts
+                // their bytes apart (ReplicationBytesOut).
+                return response;
             }
-            return respond(broker, ctx, &req, partitions);
+            let size = response.compute_size(ctx.version).unwrap_or(bytes);
+            if let Some((quota, ms @ 1..)) = ctx.throttle(broker, Kind::Fetch, size) {
+                // As Kafka: a throttled consumer gets no records, and their bytes no longer
+                // count against its quota since they are not sent.
+                let now = crate::clock::now_ms().max(0) as u64;
+                broker
+                    .throttles
+                    .unrecord(Kind::Fetch, &quota, size as f64, now);
+                return FetchResponse::default().with_throttle_time_ms(ms as i32);
+            }
+            count(&wanted, &response);
+            return response;
         }
         // select_all panics on an empty set, and select! builds a disabled branch's future
         // anyway, so a fetch of only unknown partitions waits on a future that never ends.
@@ -162,8 +177,18 @@ pub async fn handle(
 }
 
 /// Kafka's per-topic fetch counters: requests and failures per partition, bytes sent.
-fn count(wanted: &[Wanted], answers: &[(usize, PartitionData)]) {
-    for (w, (_, p)) in wanted.iter().zip(answers) {
+/// The response holds each topic's partitions in the order they were wanted.
+fn count(wanted: &[Wanted], response: &FetchResponse) {
+    let mut next = vec![0usize; response.responses.len()];
+    for w in wanted {
+        let Some(p) = response
+            .responses
+            .get(w.topic)
+            .and_then(|t| t.partitions.get(next[w.topic]))
+        else {
+            continue;
+        };
+        next[w.topic] += 1;
         let Some(t) = &w.metrics else { continue };
         let m = &t.metrics;
         m.fetch_requests.inc();

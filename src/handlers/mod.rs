@@ -34,6 +34,7 @@ pub mod topics;
 pub mod transactions;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use kafka_protocol::messages::ApiKey;
@@ -50,9 +51,44 @@ pub struct Connection {
     pub principal: Arc<str>,
     /// On a SASL listener, the connection's authentication.
     pub sasl: Option<std::sync::Mutex<crate::security::sasl::Session>>,
+    /// Until when (ms since the epoch) a throttled client's connection is not read, 0 when
+    /// it is not throttled.
+    muted_until_ms: AtomicU64,
 }
 
 impl Connection {
+    pub fn new(
+        listener: Arc<str>,
+        peer: SocketAddr,
+        principal: Arc<str>,
+        sasl: Option<std::sync::Mutex<crate::security::sasl::Session>>,
+    ) -> Connection {
+        Connection {
+            listener,
+            peer,
+            principal,
+            sasl,
+            muted_until_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Mutes the connection for `ms` after the response it is handling (KIP-219), or
+    /// longer if it already is.
+    pub fn mute_for(&self, ms: u64) {
+        if ms > 0 {
+            let until = (crate::clock::now_ms().max(0) as u64).saturating_add(ms);
+            self.muted_until_ms.fetch_max(until, Ordering::AcqRel);
+        }
+    }
+
+    /// Until when the connection is muted, if it is; clears the mute.
+    pub fn take_mute(&self) -> Option<u64> {
+        match self.muted_until_ms.swap(0, Ordering::AcqRel) {
+            0 => None,
+            until => Some(until),
+        }
+    }
+
     /// The connection's SASL session, locked; `None` on a listener without SASL. Requests
     /// of a connection are handled one at a time, so the lock is never contended.
     pub fn session(&self) -> Option<std::sync::MutexGuard<'_, crate::security::sasl::Session>> {
@@ -76,12 +112,36 @@ pub struct RequestContext<'a> {
     pub version: i16,
     pub correlation_id: i32,
     pub client_id: Option<String>,
+    /// The request's size (its frame without the length prefix), which a produce quota
+    /// counts.
+    pub request_bytes: usize,
 }
 
 impl RequestContext<'_> {
     /// What the authorizer lets this request's principal do (everything with none).
     pub fn access(&self, broker: &crate::broker::Broker) -> crate::broker::authorizer::Access {
         broker.access(|| (self.conn.principal(), host_address(self.conn.peer.ip())))
+    }
+
+    /// Counts `bytes` against the client's byte-rate quota of `kind`, if one applies, and
+    /// mutes the connection for the throttle that earns: the throttle in ms (0 within the
+    /// quota) with the quota, so a fetch can take its bytes back.
+    pub fn throttle(
+        &self,
+        broker: &crate::broker::Broker,
+        kind: crate::broker::throttle::Kind,
+        bytes: usize,
+    ) -> Option<(crate::controller::quotas::Applied, u64)> {
+        let client_id = self.client_id.as_deref().unwrap_or("");
+        let quota = broker.client_quota(kind, || self.conn.principal(), client_id)?;
+        let ms = broker.throttles.record(
+            kind,
+            &quota,
+            bytes as f64,
+            crate::clock::now_ms().max(0) as u64,
+        );
+        self.conn.mute_for(ms);
+        Some((quota, ms))
     }
 
     /// Whether this request's principal may perform `operation` on the cluster.

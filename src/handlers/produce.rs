@@ -16,6 +16,7 @@ use kafka_protocol::ResponseError;
 use super::leader_hints::{node_endpoints, Hints};
 use super::RequestContext;
 use crate::broker::authorizer::denied;
+use crate::broker::throttle::Kind;
 use crate::broker::Broker;
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
@@ -99,6 +100,11 @@ pub async fn handle(
         Some(fit(partition_response(s.index, result), version))
     }))
     .await;
+    // As Kafka: the request's bytes count against the client's produce quota once
+    // appended; a throttle mutes the connection, acks=0 included, which gets no answer.
+    let throttle = ctx
+        .throttle(broker, Kind::Produce, ctx.request_bytes)
+        .map_or(0, |(_, ms)| ms);
     if acks == 0 {
         return None;
     }
@@ -130,6 +136,7 @@ pub async fn handle(
         .collect();
     Some(
         ProduceResponse::default()
+            .with_throttle_time_ms(throttle as i32)
             .with_responses(responses)
             .with_node_endpoints(node_endpoints!(hints, NodeEndpoint)),
     )

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use prometheus::core::Collector;
 use prometheus::proto::MetricFamily;
-use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts};
+use prometheus::{GaugeVec, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
 use crate::broker::Broker;
 use crate::topics::Topic;
@@ -54,7 +54,57 @@ pub fn families(broker: &Broker) -> Vec<MetricFamily> {
     share_families(&mut out, broker);
     transaction_gauges(&mut out, broker);
     cleaner_gauges(&mut out, broker);
+    quota_gauges(&mut out, broker);
     out
+}
+
+/// Clients a byte-rate quota applies to, under the names Kafka's JMX exporter gives the
+/// `kafka.server:type=Produce|Fetch,user=,client-id=` sensors: the byte rate and the mean
+/// throttle (ms) over the quota window. As in Kafka, a client appears once a quota of that
+/// kind applies to it, tagged with the usage it shares ([`quotas::applying`]).
+///
+/// [`quotas::applying`]: crate::controller::quotas::applying
+fn quota_gauges(out: &mut Vec<MetricFamily>, broker: &Broker) {
+    use crate::broker::throttle::Kind;
+    let measured = broker
+        .throttles
+        .measured(crate::clock::now_ms().max(0) as u64);
+    for (kind, prefix, what) in [
+        (Kind::Produce, "kafka_server_produce", "produce requests"),
+        (
+            Kind::Fetch,
+            "kafka_server_fetch",
+            "consumers' fetch responses",
+        ),
+    ] {
+        let families = [
+            (
+                format!("{prefix}_byte_rate"),
+                format!("Bytes per second of {what} a client quota applies to, by usage"),
+            ),
+            (
+                format!("{prefix}_throttle_time"),
+                format!("Mean throttle in ms of {what} over the quota window, by usage"),
+            ),
+        ];
+        for (i, (name, help)) in families.iter().enumerate() {
+            let v =
+                GaugeVec::new(Opts::new(name, help), &["user", "client_id"]).expect("valid metric");
+            for m in measured.iter().filter(|m| m.kind == kind) {
+                let value = if i == 0 {
+                    m.byte_rate
+                } else {
+                    m.throttle_time_ms
+                };
+                v.with_label_values(&[&m.user, &m.client_id]).set(value);
+            }
+            out.extend(
+                v.collect()
+                    .into_iter()
+                    .filter(|f| !f.get_metric().is_empty()),
+            );
+        }
+    }
 }
 
 /// The log cleaner, under the names Kafka's JMX exporter gives its `LogCleaner` and

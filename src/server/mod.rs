@@ -161,12 +161,7 @@ async fn accept(
             broker.metrics.authenticated(&listener, true);
         }
         let (rd, wr) = stream.into_split();
-        let ctx = Connection {
-            listener,
-            peer,
-            principal: tls::ANONYMOUS.into(),
-            sasl,
-        };
+        let ctx = Connection::new(listener, peer, tls::ANONYMOUS.into(), sasl);
         return connection(broker, ctx, rd, wr).await;
     };
     let mut shutdown = broker.shutdown_signal();
@@ -192,12 +187,7 @@ async fn accept(
             }
             tracing::debug!(peer = %peer, listener = %listener, principal = %principal, "tls handshake done");
             let (rd, wr) = tokio::io::split(stream);
-            let ctx = Connection {
-                listener,
-                peer,
-                principal: principal.into(),
-                sasl,
-            };
+            let ctx = Connection::new(listener, peer, principal.into(), sasl);
             connection(broker, ctx, rd, wr).await
         }
         Err(e) => {
@@ -336,6 +326,17 @@ where
             Outcome::Close(reason) => {
                 tracing::warn!(peer = %peer, reason = %reason, "closing connection");
                 break;
+            }
+        }
+        if let Some(until) = ctx.take_mute() {
+            // KIP-219: a throttled client's response goes out at once, then its
+            // connection is not read until the throttle ends (a client that ignores
+            // throttle_time_ms waits all the same).
+            let left = until.saturating_sub(crate::clock::now_ms().max(0) as u64);
+            tracing::debug!(peer = %peer, throttle_ms = left, "connection muted by a client quota");
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(left)) => {}
+                _ = crate::shutdown::requested(&mut shutdown) => break,
             }
         }
     }
