@@ -375,6 +375,39 @@ check_quota_configs() {
   tool qcfgx $CFG "${B[@]}" "${D[@]}" --alter --delete-config request_percentage
 }
 
+# ---------------------------------------------------------------- quota-throttle
+# Byte-rate quotas hold real clients back (KIP-219): with producer_byte_rate and
+# consumer_byte_rate of 128 KiB/s on a client id (10 s of which a new client may send at
+# once), ProducerPerformance sends 1500 KiB and ConsumerPerformance reads them back; each
+# must finish with every record and report a throttle above 0 in its own metrics.
+check_quota_throttle() {
+  local rc C="quota-throttled-$RUN_ID" t="cairn-jt-quota-$RUN_ID" n=1500
+  tool qtc $TOPICS "${B[@]}" --create --topic "$t" --partitions 1 --replication-factor 1; rc=$?
+  [[ $rc -eq 0 ]] && { tool qta $CONFIGS "${B[@]}" --entity-type clients --entity-name "$C" --alter \
+    --add-config producer_byte_rate=131072,consumer_byte_rate=131072; rc=$?; }
+  if [[ $rc -ne 0 ]]; then fail quota-throttle "setup: $(why $rc qta) $(snip_err "$WORK/qta.err")"; return; fi
+  tool qtp org.apache.kafka.tools.ProducerPerformance --topic "$t" --num-records $n --record-size 1024 \
+    --throughput -1 --print-metrics --producer-props "bootstrap.servers=$BOOTSTRAP" "client.id=$C" acks=1; rc=$?
+  local pt; pt=$(grep -oE "produce-throttle-time-max:\{client-id=$C\}[[:space:]]*: [0-9.]+" "$WORK/qtp.out" | awk '{print $NF}')
+  if [[ $rc -ne 0 ]] || ! grep -q "^$n records sent" "$WORK/qtp.out"; then
+    fail quota-throttle "producer: $(why $rc qtp) stdout: $(snip "$WORK/qtp.out")"; return
+  elif ! awk -v v="${pt:-0}" 'BEGIN {exit !(v > 0)}'; then
+    fail quota-throttle "the producer saw no throttle (produce-throttle-time-max ${pt:-absent})"; return
+  fi
+  echo "client.id=$C" > "$WORK/qt-consumer.properties"
+  tool qtr "$(first_class org.apache.kafka.tools.ConsumerPerformance kafka.tools.ConsumerPerformance)" "${B[@]}" \
+    --topic "$t" --messages $n --print-metrics --timeout 30000 --consumer.config "$WORK/qt-consumer.properties"; rc=$?
+  local ft; ft=$(grep -oE "fetch-throttle-time-max:\{client-id=$C\}[[:space:]]*: [0-9.]+" "$WORK/qtr.out" | awk '{print $NF}')
+  local got; got=$(grep -vE '^(start|[a-z-]+:)' "$WORK/qtr.out" | grep -E '^[0-9]' | head -1 | cut -d, -f5 | tr -d ' ')
+  if [[ $rc -ne 0 || "$got" != "$n" ]]; then
+    fail quota-throttle "consumer: want $n records, got ${got:-none} ($(why $rc qtr)) $(snip "$WORK/qtr.out")"
+  elif ! awk -v v="${ft:-0}" 'BEGIN {exit !(v > 0)}'; then
+    fail quota-throttle "the consumer saw no throttle (fetch-throttle-time-max ${ft:-absent})"
+  else
+    pass quota-throttle
+  fi
+}
+
 # ---------------------------------------------------------------- delete-records
 check_delete_records() {
   local rc to=3
@@ -848,6 +881,7 @@ if want 'console|get_offsets|configs|delete_records'; then
   want configs && check_broker_configs
   want configs && check_user_configs
   want configs && check_quota_configs
+  want configs && check_quota_throttle
   want delete_records && check_delete_records
 fi
 want compaction && check_compaction
