@@ -1835,8 +1835,9 @@ fn client_quotas_throttle_producers_and_consumers_and_show_in_metrics() {
     let sent = Instant::now();
     let throttle = produce(&mut c);
     assert!(
-        (1..=11_000).contains(&throttle),
-        "a produce over the quota is throttled for at most the window: {throttle} ms"
+        (1..=2_100).contains(&throttle),
+        "2 x 600 KB (and framing) within 10 s is about 200 KB over the quota, so about 2 s of \
+         throttle at most, not {throttle} ms"
     );
     // KIP-219: the connection is muted, so this answer cannot come before the throttle ends.
     let _: ApiVersionsResponse = c.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
@@ -1887,7 +1888,7 @@ fn client_quotas_throttle_producers_and_consumers_and_show_in_metrics() {
     assert_eq!(common::records(records).len(), 1, "one whole batch");
     let second = fetch(&mut c, 1);
     assert!(
-        (1..=11_000).contains(&second.throttle_time_ms),
+        (1..=2_100).contains(&second.throttle_time_ms),
         "{}",
         second.throttle_time_ms
     );

@@ -179,8 +179,8 @@ impl Broker {
     }
 
     /// The byte-rate quota of `kind` a `principal` (asked only when quotas are set) with
-    /// `client_id` is held to on this
-    /// broker, from the image it applied (none before it joined the cluster).
+    /// `client_id` is held to on this broker, from the image it applied (none before it
+    /// joined the cluster).
     pub fn client_quota(
         &self,
         kind: super::throttle::Kind,

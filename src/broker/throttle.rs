@@ -1,7 +1,8 @@
 //! Client byte-rate quotas applied to traffic, as Kafka's ClientQuotaManager applies them:
 //! each usage (a user, a client id, or both, as [`quotas::applying`] tags it) has a rate
 //! over 11 one-second samples; a request that takes the rate above its quota is throttled
-//! for as long as the rate needs to come back to it, at most the whole window. What
+//! for as long as the rate needs to come back to it (unbounded, as Kafka's byte-rate
+//! throttles are; only its request-time throttle has a bound). What
 //! throttling does to the connection and the response is the handlers' and the server's.
 
 use std::collections::HashMap;
@@ -12,8 +13,8 @@ use crate::controller::quotas::{self, Applied};
 /// Kafka's `quota.window.num` and `quota.window.size.seconds`.
 const SAMPLES: usize = 11;
 const SAMPLE_MS: u64 = 1000;
-/// Kafka's longest throttle: the whole window.
-const THROTTLE_MAX_MS: u64 = SAMPLES as u64 * SAMPLE_MS;
+/// The longest throttle a response's `throttle_time_ms` can carry.
+const THROTTLE_MAX_MS: u64 = i32::MAX as u64;
 /// A usage no request touched for this long is forgotten, as Kafka expires its sensors.
 const INACTIVE_MS: u64 = 3_600_000;
 
@@ -92,22 +93,11 @@ impl Sampled {
     fn rate(&mut self, now_ms: u64) -> f64 {
         self.purge(now_ms);
         let total: f64 = self.samples.iter().map(|s| s.total).sum();
-        let oldest = self
-            .samples
-            .iter()
-            .map(|s| s.start_ms)
-            .min()
-            .unwrap_or(now_ms);
-        let mut window = now_ms.saturating_sub(oldest);
-        let full = window / SAMPLE_MS;
-        let least = SAMPLES as u64 - 1;
-        if full < least {
-            window += (least - full) * SAMPLE_MS;
-        }
-        total / (window as f64 / 1000.0)
+        total / (self.window_ms(now_ms) as f64 / 1000.0)
     }
 
-    /// The window [`rate`](Self::rate) divides by, in ms.
+    /// The window [`rate`](Self::rate) divides by, in ms: the time since the oldest sample
+    /// began, plus a second for each of ten whole samples it does not span yet.
     fn window_ms(&self, now_ms: u64) -> u64 {
         let oldest = self
             .samples
@@ -168,8 +158,8 @@ impl Throttles {
     }
 
     /// Counts `bytes` against `quota`'s usage; returns how long the client is throttled,
-    /// in ms (0: within its quota). As Kafka: `(rate - quota) / quota` of the window,
-    /// at most the whole window.
+    /// in ms (0: within its quota). As Kafka: `(rate - quota) / quota` of the window (the
+    /// whole window for a quota of 0).
     pub fn record(&self, kind: Kind, quota: &Applied, bytes: f64, now_ms: u64) -> u64 {
         let mut usages = self.usages();
         if usages.len() > 1024 {
@@ -187,7 +177,7 @@ impl Throttles {
         }
         let over = match quota.bound > 0.0 {
             true => (rate - quota.bound) / quota.bound * u.bytes.window_ms(now_ms) as f64,
-            false => THROTTLE_MAX_MS as f64,
+            false => u.bytes.window_ms(now_ms) as f64,
         };
         let ms = (over.round() as u64).min(THROTTLE_MAX_MS);
         if ms > 0 {
@@ -263,13 +253,14 @@ mod tests {
         assert_eq!(ms, 800);
     }
 
-    /// Twice the quota throttles for the window; the throttle never exceeds 11 s.
+    /// Twice the quota throttles for the window, and more for more, as in Kafka.
     #[test]
-    fn throttles_grow_with_the_excess_up_to_the_window() {
+    fn throttles_grow_with_the_excess() {
         let t = Throttles::default();
         let q = quota(1000.0);
         assert_eq!(t.record(Kind::Produce, &q, 20_000.0, 0), 10_000);
-        assert_eq!(t.record(Kind::Produce, &q, 1e9, 0), THROTTLE_MAX_MS);
+        assert_eq!(t.record(Kind::Produce, &q, 80_000.0, 0), 90_000);
+        assert_eq!(t.record(Kind::Produce, &q, 1e12, 0), THROTTLE_MAX_MS);
         // Another kind and another usage are measured apart.
         assert_eq!(t.record(Kind::Fetch, &q, 1_000.0, 0), 0);
         let other = Applied {

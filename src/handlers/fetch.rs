@@ -146,14 +146,12 @@ pub async fn handle(
                 // their bytes apart (ReplicationBytesOut).
                 return response;
             }
-            let size = response.compute_size(ctx.version).unwrap_or(bytes);
-            if let Some((quota, ms @ 1..)) = ctx.throttle(broker, Kind::Fetch, size) {
+            let size = || response.compute_size(ctx.version).unwrap_or(bytes);
+            if let Some((ms @ 1.., quota, size)) = ctx.throttle(broker, Kind::Fetch, size) {
                 // As Kafka: a throttled consumer gets no records, and their bytes no longer
                 // count against its quota since they are not sent.
                 let now = crate::clock::now_ms().max(0) as u64;
-                broker
-                    .throttles
-                    .unrecord(Kind::Fetch, &quota, size as f64, now);
+                broker.throttles.unrecord(Kind::Fetch, &quota, size, now);
                 return FetchResponse::default().with_throttle_time_ms(ms as i32);
             }
             count(&wanted, &response);

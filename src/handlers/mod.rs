@@ -123,25 +123,23 @@ impl RequestContext<'_> {
         broker.access(|| (self.conn.principal(), host_address(self.conn.peer.ip())))
     }
 
-    /// Counts `bytes` against the client's byte-rate quota of `kind`, if one applies, and
-    /// mutes the connection for the throttle that earns: the throttle in ms (0 within the
-    /// quota) with the quota, so a fetch can take its bytes back.
+    /// Counts `bytes` (worked out only when a quota applies) against the client's
+    /// byte-rate quota of `kind`, if one applies, and mutes the connection for the
+    /// throttle that earns: the throttle in ms (0 within the quota), the quota and the
+    /// bytes, so a fetch can take them back.
     pub fn throttle(
         &self,
         broker: &crate::broker::Broker,
         kind: crate::broker::throttle::Kind,
-        bytes: usize,
-    ) -> Option<(crate::controller::quotas::Applied, u64)> {
+        bytes: impl FnOnce() -> usize,
+    ) -> Option<(u64, crate::controller::quotas::Applied, f64)> {
         let client_id = self.client_id.as_deref().unwrap_or("");
         let quota = broker.client_quota(kind, || self.conn.principal(), client_id)?;
-        let ms = broker.throttles.record(
-            kind,
-            &quota,
-            bytes as f64,
-            crate::clock::now_ms().max(0) as u64,
-        );
+        let bytes = bytes() as f64;
+        let now = crate::clock::now_ms().max(0) as u64;
+        let ms = broker.throttles.record(kind, &quota, bytes, now);
         self.conn.mute_for(ms);
-        Some((quota, ms))
+        Some((ms, quota, bytes))
     }
 
     /// Whether this request's principal may perform `operation` on the cluster.
