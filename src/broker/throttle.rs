@@ -2,8 +2,8 @@
 //! each usage (a user, a client id, or both, as [`quotas::applying`] tags it) has a rate
 //! over 11 one-second samples; a request that takes the rate above its quota is throttled
 //! for as long as the rate needs to come back to it (unbounded, as Kafka's byte-rate
-//! throttles are; only its request-time throttle has a bound). What
-//! throttling does to the connection and the response is the handlers' and the server's.
+//! throttles are; only its request-time throttle has a bound). What throttling does to
+//! the connection and the response is the handlers' and the server's.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -126,12 +126,11 @@ impl Sampled {
     }
 }
 
-/// One usage: its bytes, the throttles it earned, and its quota when last used.
+/// One usage: its bytes, the throttles it earned, and when it was last used.
 #[derive(Default)]
 struct Usage {
     bytes: Sampled,
     throttles: Sampled,
-    bound: f64,
     last_ms: u64,
 }
 
@@ -168,7 +167,6 @@ impl Throttles {
         let u = usages
             .entry((kind, quota.user.clone(), quota.client_id.clone()))
             .or_default();
-        u.bound = quota.bound;
         u.last_ms = now_ms;
         u.bytes.record(bytes, now_ms);
         let rate = u.bytes.rate(now_ms);
