@@ -35,16 +35,19 @@ use futures_util::future::BoxFuture;
 /// Larger frames are refused: a snapshot of the metadata image is the largest message.
 const FRAME_BYTES_MAX: usize = 256 << 20;
 
+/// What one controller-listener connection carries to a voter: Raft's RPCs and brokers'
+/// requests.
 #[derive(Serialize, Deserialize)]
-pub(crate) enum Rpc {
+pub enum Rpc {
     Append(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
     Snapshot(InstallSnapshotRequest<TypeConfig>),
     Broker(BrokerRequest),
 }
 
+/// A voter's answer to an [`Rpc`].
 #[derive(Serialize, Deserialize)]
-pub(crate) enum Reply {
+pub enum Reply {
     Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
@@ -65,7 +68,9 @@ pub(crate) async fn write_frame<T: Serialize>(
     s.flush().await
 }
 
-pub(crate) async fn read_frame<T: for<'de> Deserialize<'de>>(
+/// Reads one message. Its memory grows as its bytes arrive, so a length prefix with
+/// nothing behind it costs nothing.
+pub async fn read_frame<T: for<'de> Deserialize<'de>>(
     s: &mut (impl AsyncRead + Unpin),
 ) -> std::io::Result<T> {
     let len = s.read_u32().await? as usize;
@@ -74,8 +79,11 @@ pub(crate) async fn read_frame<T: for<'de> Deserialize<'de>>(
             "raft frame of {len} bytes is over the {FRAME_BYTES_MAX} limit"
         )));
     }
-    let mut body = vec![0; len];
-    s.read_exact(&mut body).await?;
+    let mut body = Vec::new();
+    (&mut *s).take(len as u64).read_to_end(&mut body).await?;
+    if body.len() < len {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
     serde_json::from_slice(&body).map_err(std::io::Error::other)
 }
 
@@ -341,5 +349,37 @@ async fn connection(
 pub fn node(addr: SocketAddr) -> BasicNode {
     BasicNode {
         addr: addr.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A length prefix is not memory until its bytes arrive: a frame claiming 200 MiB with
+    /// a few bytes behind it ends as a cut-short frame, and one over the limit is refused.
+    #[tokio::test]
+    async fn frames_are_read_as_their_bytes_arrive() {
+        let mut cut_short: Vec<u8> = (200u32 << 20).to_be_bytes().to_vec();
+        cut_short.extend_from_slice(b"{\"Vote\"");
+        let e = read_frame::<Rpc>(&mut cut_short.as_slice())
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+        let too_long = (FRAME_BYTES_MAX as u32 + 1).to_be_bytes();
+        assert!(read_frame::<Rpc>(&mut too_long.as_slice()).await.is_err());
+        let mut reply = Vec::new();
+        write_frame(
+            &mut reply,
+            &Reply::Broker(BrokerReply::NotController { leader: None }),
+        )
+        .await
+        .unwrap();
+        let back: Reply = read_frame(&mut reply.as_slice()).await.unwrap();
+        assert!(matches!(
+            back,
+            Reply::Broker(BrokerReply::NotController { leader: None })
+        ));
     }
 }

@@ -434,7 +434,9 @@ pub struct RecordRef<'a> {
 /// Fails if they do not parse.
 pub fn parse_records(plain: &[u8], count: i32) -> Result<Vec<RecordRef<'_>>> {
     let bad = |what: &str| Error::CorruptMessage(format!("record batch: {what}"));
-    let mut out = Vec::with_capacity(count.max(0) as usize);
+    // The count is the sender's word: every record takes bytes, so reserve no more than
+    // the bytes could hold.
+    let mut out = Vec::with_capacity((count.max(0) as usize).min(plain.len()));
     let mut pos = 0usize;
     for _ in 0..count.max(0) {
         let (len, n) = read_varint(&plain[pos..]).ok_or_else(|| bad("bad record length"))?;
@@ -809,5 +811,16 @@ pub(crate) mod tests {
         b[17..21].copy_from_slice(&crc.to_be_bytes());
         let h = BatchHeader::parse(&b).unwrap();
         assert_eq!(h.last_sequence(), 0);
+    }
+
+    /// A batch whose record count claims far more records than its bytes hold is refused
+    /// without reserving memory for the claim (the count is the sender's word).
+    #[test]
+    fn a_record_count_beyond_the_bytes_reserves_nothing_for_it() {
+        let b = batch(&[b"a"], None, 0);
+        let mut h = BatchHeader::parse(&b).unwrap();
+        h.record_count = i32::MAX;
+        assert!(parse_records(&b[HEADER_BYTES..], i32::MAX).is_err());
+        assert!(keyless_records(&b, &h).is_err());
     }
 }
