@@ -28,6 +28,8 @@ pub enum Error {
     InvalidConfig(String),
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    #[error("{0}")]
+    PolicyViolation(String),
     #[error("topic deletion is disabled (delete.topic.enable=false)")]
     TopicDeletionDisabled,
     #[error("corrupt record batch: {0}")]
@@ -102,6 +104,7 @@ impl Error {
             Error::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
             Error::InvalidTopic(_) => ResponseError::InvalidTopicException,
             Error::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+            Error::PolicyViolation(_) => ResponseError::PolicyViolation,
             Error::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
             Error::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
             Error::InvalidConfig(_) => ResponseError::InvalidConfig,

@@ -200,6 +200,63 @@ fn invalid_topic_configs_are_refused_with_invalid_config() {
     assert_eq!(c.create_topic("cfg", 1, &[]), 0);
 }
 
+/// Kafka's bound on the partitions one request may add (found by fuzzing: a CreateTopics
+/// naming millions of partitions held them all in memory at once).
+#[test]
+fn requests_adding_over_ten_thousand_partitions_are_refused() {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{
+        CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+        CreateTopicsResponse, TopicName,
+    };
+    let b = Broker::start();
+    let mut c = b.client();
+    let topic = |n: &str, partitions| {
+        CreatableTopic::default()
+            .with_name(TopicName(n.to_string().into()))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)
+    };
+    let r: CreateTopicsResponse = c.send(
+        ApiKey::CreateTopics,
+        7,
+        &CreateTopicsRequest::default()
+            .with_topics(vec![topic("huge", 4_587_521), topic("small", 1)]),
+    );
+    for t in &r.topics {
+        assert_eq!(t.error_code, ResponseError::PolicyViolation.code(), "{t:?}");
+    }
+    // Together over the bound: both refused, as Kafka counts the whole request.
+    let r: CreateTopicsResponse = c.send(
+        ApiKey::CreateTopics,
+        7,
+        &CreateTopicsRequest::default().with_topics(vec![topic("a", 6000), topic("b", 6000)]),
+    );
+    assert!(r
+        .topics
+        .iter()
+        .all(|t| t.error_code == ResponseError::PolicyViolation.code()));
+    assert_eq!(c.create_topic("grown", 1, &[]), 0);
+    let r: CreatePartitionsResponse = c.send(
+        ApiKey::CreatePartitions,
+        3,
+        &CreatePartitionsRequest::default().with_topics(vec![CreatePartitionsTopic::default()
+            .with_name(TopicName("grown".to_string().into()))
+            .with_count(1_000_000)]),
+    );
+    assert_eq!(
+        r.results[0].error_code,
+        ResponseError::PolicyViolation.code()
+    );
+    still_serving(&b);
+    assert_eq!(
+        c.create_topic("small", 1, &[]),
+        0,
+        "nothing of the refused requests was created"
+    );
+}
+
 /// ApiVersions on `c` answers within its read timeout.
 fn answers(c: &mut Client) -> bool {
     let frame = c.frame(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());

@@ -24,11 +24,32 @@ use crate::handlers::configs::topic_entries;
 use crate::replication::Layout;
 use crate::security::acl::{op, resource};
 
+/// The most partitions one CreateTopics or CreatePartitions request may add, as Kafka's
+/// controller bounds them (`MAX_PARTITIONS_PER_BATCH`): more would hold the whole lot in
+/// memory at once, in the controller and on every broker.
+const PARTITIONS_PER_REQUEST_MAX: i64 = 10_000;
+
+fn too_many_partitions() -> Error {
+    Error::PolicyViolation("Excessively large number of partitions per request.".into())
+}
+
 pub async fn create(
     broker: &Arc<Broker>,
     ctx: &RequestContext<'_>,
     req: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
+    // Kafka's count: the default for -1, none for other values below 1 (refused one by one
+    // below), else the assignment's partitions.
+    let requested: i64 = req
+        .topics
+        .iter()
+        .map(|t| match (t.assignments.is_empty(), t.num_partitions) {
+            (false, _) => t.assignments.len() as i64,
+            (true, -1) => broker.config.num_partitions as i64,
+            (true, n) => n.max(0) as i64,
+        })
+        .sum();
+    let over_bound = requested > PARTITIONS_PER_REQUEST_MAX;
     let mut seen = HashSet::new();
     let duplicates: HashSet<String> = req
         .topics
@@ -46,6 +67,8 @@ pub async fn create(
             Err(Error::InvalidRequest(format!(
                 "topic '{name}' appears more than once in the request"
             )))
+        } else if over_bound {
+            Err(too_many_partitions())
         } else if !cluster_create && !access.allows(op::CREATE, resource::TOPIC, &name) {
             Err(denied(resource::TOPIC))
         } else {
@@ -227,10 +250,27 @@ pub async fn create_partitions(
 ) -> CreatePartitionsResponse {
     // Kafka's check: ALTER on each topic.
     let access = ctx.access(broker);
+    let added: i64 = req
+        .topics
+        .iter()
+        .map(|t| {
+            let now = broker
+                .catalog
+                .get(&t.name)
+                .map_or(0, |x| x.partitions.len());
+            (t.count as i64 - now as i64).max(0)
+        })
+        .sum();
     let mut results = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
-        if !access.allows(op::ALTER, resource::TOPIC, &t.name) {
-            let e = denied(resource::TOPIC);
+        let refused = if added > PARTITIONS_PER_REQUEST_MAX {
+            Some(too_many_partitions())
+        } else if !access.allows(op::ALTER, resource::TOPIC, &t.name) {
+            Some(denied(resource::TOPIC))
+        } else {
+            None
+        };
+        if let Some(e) = refused {
             results.push(
                 CreatePartitionsTopicResult::default()
                     .with_name(t.name.clone())
