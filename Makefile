@@ -7,7 +7,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/cairn-target
 export CAIRN_GIT_REVISION ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CAIRN := $(CARGO_TARGET_DIR)/release/cairn
 
-.PHONY: run test build unit compat faults faults-long bench bench-cluster fmt
+.PHONY: run test build unit compat faults faults-long fuzz bench bench-cluster fmt
 
 build:
 	./scripts/install-deps.sh run
@@ -23,9 +23,13 @@ test:
 	./scripts/install-deps.sh test
 	cargo build --release --locked
 	cargo test --release --locked
+	./fuzz/run.sh smoke $(FUZZ_SMOKE_SECONDS)
 	python3 tests/faults/harness.py $(CAIRN)
 	python3 tests/faults/harness.py $(CAIRN) --secured --faults $(SECURED_FAULTS)
 	./compat-tests/run-all.sh $(CAIRN)
+
+# Each fuzz target's share of `make test`, after replaying its seeds and regressions.
+FUZZ_SMOKE_SECONDS := 30
 
 # The faults `make test` runs again on a cluster that replicates over SASL_SSL (--secured):
 # the ones that make brokers dial, log in and re-authenticate anew, about 2 minutes.
@@ -37,6 +41,10 @@ faults: build
 
 faults-long: build
 	python3 tests/faults/harness.py $(CAIRN) --rounds $(or $(ROUNDS),5)
+
+# One fuzz target for a while: make fuzz TARGET=request SECONDS=3600 (fuzz/README.md).
+fuzz: build
+	./fuzz/run.sh $(or $(TARGET),request) $(or $(SECONDS),3600)
 
 compat: build
 	./compat-tests/run-all.sh $(CAIRN)

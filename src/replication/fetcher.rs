@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use super::{FetchWork, Node};
 use crate::dial::Stream;
+use crate::log::PartitionLog;
 use crate::shutdown;
 use crate::wire::frame::FrameReader;
 use crate::wire::{self, topic_name};
@@ -185,22 +186,35 @@ async fn call(c: &mut Conn, correlation: i32, req: &FetchRequest) -> anyhow::Res
     )?)
 }
 
-/// Applies one answer; true when any partition made progress or had nothing new.
+/// Applies one answer to the partitions `w` follows; true when any partition made progress
+/// or had nothing new.
 async fn apply(w: &FetchWork, resp: FetchResponse) -> bool {
+    apply_answer(resp, |topic, index| {
+        w.partitions
+            .iter()
+            .find(|f| f.topic == topic && f.partition.index == index)
+            .map(|f| &f.partition.log)
+    })
+    .await
+}
+
+/// Applies a leader's Fetch answer to the logs `log_of(topic, partition)` finds (others are
+/// skipped): truncate where the leader says the log diverges or the fetch offset is out of
+/// range, else append the batches as they are and take the leader's HW. True when any
+/// partition made progress or had nothing new.
+pub async fn apply_answer<'a>(
+    resp: FetchResponse,
+    log_of: impl Fn(&str, i32) -> Option<&'a PartitionLog>,
+) -> bool {
     if resp.error_code != 0 {
         return false;
     }
     let mut fine = false;
     for t in resp.responses {
         for pd in t.partitions {
-            let Some(f) = w
-                .partitions
-                .iter()
-                .find(|f| f.topic == t.topic.0.as_str() && f.partition.index == pd.partition_index)
-            else {
+            let Some(log) = log_of(t.topic.0.as_str(), pd.partition_index) else {
                 continue;
             };
-            let log = &f.partition.log;
             if pd.error_code != 0 {
                 if pd.error_code == ResponseError::OffsetOutOfRange.code() {
                     let leo = log.offsets().log_end;
@@ -213,7 +227,7 @@ async fn apply(w: &FetchWork, resp: FetchResponse) -> bool {
                         tracing::error!(partition = pd.partition_index, error = %e, "cannot realign with the leader");
                     }
                 } else {
-                    tracing::debug!(topic = %f.topic, partition = pd.partition_index, code = pd.error_code, "fetch error from the leader");
+                    tracing::debug!(topic = %t.topic.0.as_str(), partition = pd.partition_index, code = pd.error_code, "fetch error from the leader");
                 }
                 continue;
             }
@@ -238,7 +252,7 @@ async fn apply(w: &FetchWork, resp: FetchResponse) -> bool {
             fine = true;
             if let Some(records) = pd.records.as_ref().filter(|r| !r.is_empty()) {
                 if let Err(e) = log.append_replica(records).await {
-                    tracing::error!(topic = %f.topic, partition = pd.partition_index, error = %e, "appending fetched batches failed");
+                    tracing::error!(topic = %t.topic.0.as_str(), partition = pd.partition_index, error = %e, "appending fetched batches failed");
                     continue;
                 }
             }

@@ -20,6 +20,7 @@ pub mod markers;
 mod peer;
 mod share_persister;
 
+pub use fetcher::apply_answer;
 pub use lease::Lease;
 pub use markers::verify_remote;
 pub use share_persister::SharePersister;
