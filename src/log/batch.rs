@@ -73,12 +73,24 @@ impl BatchHeader {
                 "record batch magic {magic} is not 2"
             )));
         }
+        let base_offset = be_i64(buf, 0);
+        let last_offset_delta = be_i32(buf, 23);
+        // The offset after the batch must exist: a leader's answer with a base offset near
+        // i64::MAX would otherwise wrap a follower's log end offset negative.
+        if base_offset
+            .checked_add(last_offset_delta as i64 + 1)
+            .is_none()
+        {
+            return Err(Error::CorruptMessage(format!(
+                "record batch offsets {base_offset} + {last_offset_delta} overflow"
+            )));
+        }
         Ok(BatchHeader {
-            base_offset: be_i64(buf, 0),
+            base_offset,
             size,
             partition_leader_epoch: be_i32(buf, 12),
             attributes: i16::from_be_bytes([buf[21], buf[22]]),
-            last_offset_delta: be_i32(buf, 23),
+            last_offset_delta,
             base_timestamp: be_i64(buf, 27),
             max_timestamp: be_i64(buf, 35),
             producer_id: be_i64(buf, 43),
@@ -822,5 +834,19 @@ pub(crate) mod tests {
         h.record_count = i32::MAX;
         assert!(parse_records(&b[HEADER_BYTES..], i32::MAX).is_err());
         assert!(keyless_records(&b, &h).is_err());
+    }
+
+    /// Found by fuzzing a follower's fetch answers: a batch whose last offset would overflow
+    /// is corrupt, not a batch to skip or to wrap the log end offset with.
+    #[test]
+    fn offsets_that_overflow_are_corrupt() {
+        let mut b = batch(&[b"a", b"b"], None, 0);
+        b[0..8].copy_from_slice(&(i64::MAX - 1).to_be_bytes());
+        assert!(matches!(
+            BatchHeader::parse(&b),
+            Err(Error::CorruptMessage(_))
+        ));
+        b[0..8].copy_from_slice(&(i64::MAX - 2).to_be_bytes());
+        assert_eq!(BatchHeader::parse(&b).unwrap().last_offset(), i64::MAX - 1);
     }
 }
