@@ -19,6 +19,11 @@ MAIN_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/cairn-target}"
 # Its own target dir: the instrumented build must not replace the broker's.
 export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-$HOME/.cache/cairn-fuzz-target}"
 TARGETS=(frame request batch config controller_rpc fetch_answer)
+# Targets `smoke` leaves out while a finding of theirs is open, each with its reason
+# (docs/FUZZING.md; the input is in fuzz/open/TARGET). This list only shrinks.
+declare -A SMOKE_SKIP=(
+    [batch]="open finding 6: decompressing a batch is not bounded (fuzz/open/batch)"
+)
 triple="$(rustc -vV | sed -n 's/^host: //p')"
 
 # What cargo-fuzz passes for libFuzzer without a sanitizer (those need nightly). Only the
@@ -68,7 +73,13 @@ case "${1:-}" in
     build) build ;;
     smoke)
         build
-        for t in "${TARGETS[@]}"; do fuzz "$t" "${2:-45}"; done
+        for t in "${TARGETS[@]}"; do
+            if [ -n "${SMOKE_SKIP[$t]:-}" ]; then
+                echo "== SKIPPED $t, not fuzzed and not counted: ${SMOKE_SKIP[$t]}"
+                continue
+            fi
+            fuzz "$t" "${2:-45}"
+        done
         ;;
     replay)
         t="$2"; shift 2
