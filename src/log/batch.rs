@@ -355,23 +355,73 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(a)
 }
 
+/// The most bytes one batch's records may decompress to. Kafka streams a compressed batch
+/// record by record and never holds it whole; Cairn does hold it, so a batch that claims or
+/// expands to more (a decompression bomb: a few hundred bytes of zstd or a snappy header can
+/// ask for gigabytes) is treated as one that does not decompress.
+pub const PLAIN_RECORDS_MAX: usize = 128 << 20;
+
 /// The records section of a batch as plain bytes: borrowed when uncompressed, decompressed
-/// with the batch's codec otherwise. `None` when the codec is unknown or the data does not
-/// decompress.
+/// with the batch's codec otherwise. `None` when the codec is unknown, the data does not
+/// decompress, or it decompresses to more than [`PLAIN_RECORDS_MAX`].
 pub(crate) fn plain_records<'a>(batch: &'a [u8], header: &BatchHeader) -> Option<Cow<'a, [u8]>> {
-    use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
     let body = batch.get(HEADER_BYTES..header.size.min(batch.len()))?;
-    let mut input = Bytes::copy_from_slice(body);
-    let whole = |b: &mut Bytes| Ok(b.split_off(0));
-    let plain = match header.compression() {
-        0 => return Some(Cow::Borrowed(body)),
-        1 => Gzip::decompress(&mut input, whole),
-        2 => Snappy::decompress(&mut input, whole),
-        3 => Lz4::decompress(&mut input, whole),
-        4 => Zstd::decompress(&mut input, whole),
-        _ => return None,
+    match header.compression() {
+        0 => Some(Cow::Borrowed(body)),
+        codec => decompress(codec, body, PLAIN_RECORDS_MAX).map(Cow::Owned),
+    }
+}
+
+/// `body` decompressed with Kafka's codec number `codec`, if that takes at most `limit`
+/// bytes. Memory follows the bytes produced, never a length the data claims.
+fn decompress(codec: u8, body: &[u8], limit: usize) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let bounded = |reader: &mut dyn Read| {
+        let mut out = Vec::new();
+        reader.take(limit as u64 + 1).read_to_end(&mut out).ok()?;
+        (out.len() <= limit).then_some(out)
     };
-    plain.ok().map(|b| Cow::Owned(b.to_vec()))
+    match codec {
+        // Java's GZIPInputStream reads concatenated members, so does this.
+        1 => bounded(&mut flate2::read::MultiGzDecoder::new(body)),
+        2 => snappy(body, limit),
+        3 => bounded(&mut lz4::Decoder::new(body).ok()?),
+        4 => bounded(&mut zstd::stream::read::Decoder::with_buffer(body).ok()?),
+        _ => None,
+    }
+}
+
+/// Kafka's snappy: xerial's framing (a magic header, then blocks each prefixed with their
+/// compressed length) or, without the magic, one raw block, as snappy-java reads it. A block
+/// states its plain length up front; it is checked against what is left of `limit` before
+/// any memory is taken for it.
+fn snappy(body: &[u8], limit: usize) -> Option<Vec<u8>> {
+    const MAGIC: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
+    let mut out = Vec::new();
+    let block = |compressed: &[u8], out: &mut Vec<u8>| {
+        let len = snap::raw::decompress_len(compressed).ok()?;
+        if len > limit - out.len() {
+            return None;
+        }
+        let start = out.len();
+        out.resize(start + len, 0);
+        let n = snap::raw::Decoder::new()
+            .decompress(compressed, &mut out[start..])
+            .ok()?;
+        out.truncate(start + n);
+        Some(())
+    };
+    let Some(mut rest) = body.strip_prefix(MAGIC) else {
+        block(body, &mut out)?;
+        return Some(out);
+    };
+    while !rest.is_empty() {
+        let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+        let compressed = rest.get(4..4usize.checked_add(len)?)?;
+        block(compressed, &mut out)?;
+        rest = &rest[4 + len..];
+    }
+    Some(out)
 }
 
 /// The (offset delta, timestamp) of each record of a CreateTime batch, in order, stopping at
@@ -747,6 +797,49 @@ pub(crate) mod tests {
         assert_eq!(find_timestamp_in_batch(&b, &h, 1001), Some((1, 1001)));
         assert_eq!(find_timestamp_in_batch(&b, &h, 5000), None);
         assert_eq!(max_timestamp_record(&b, &h), Some((2, 1002)));
+    }
+
+    #[test]
+    fn decompression_stops_at_its_limit() {
+        use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
+        let plain = vec![0u8; 100 << 10];
+        let fill = |b: &mut BytesMut| {
+            b.extend_from_slice(&plain);
+            Ok(())
+        };
+        for codec in 1..=4u8 {
+            let mut c = BytesMut::new();
+            match codec {
+                1 => Gzip::compress(&mut c, fill),
+                2 => Snappy::compress(&mut c, fill),
+                3 => Lz4::compress(&mut c, fill),
+                _ => Zstd::compress(&mut c, fill),
+            }
+            .unwrap();
+            assert!(c.len() < plain.len() / 10, "codec {codec}");
+            assert_eq!(decompress(codec, &c, plain.len()), Some(plain.clone()));
+            assert_eq!(
+                decompress(codec, &c, plain.len() - 1),
+                None,
+                "codec {codec}"
+            );
+        }
+    }
+
+    #[test]
+    fn snappy_length_claims_beyond_the_limit_or_the_data_are_refused() {
+        // A raw snappy block claiming 4 GiB (varint ff ff ff ff 0f), then one literal byte.
+        let raw: &[u8] = &[0xff, 0xff, 0xff, 0xff, 0x0f, 0x00, b'x'];
+        assert_eq!(decompress(2, raw, PLAIN_RECORDS_MAX), None);
+        // The same block inside xerial's framing.
+        let mut framed = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01".to_vec();
+        framed.extend_from_slice(&(raw.len() as u32).to_be_bytes());
+        framed.extend_from_slice(raw);
+        assert_eq!(decompress(2, &framed, PLAIN_RECORDS_MAX), None);
+        // A frame whose length runs past the data.
+        framed.truncate(16);
+        framed.extend_from_slice(&u32::MAX.to_be_bytes());
+        assert_eq!(decompress(2, &framed, PLAIN_RECORDS_MAX), None);
     }
 
     #[test]
