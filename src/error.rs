@@ -30,6 +30,9 @@ pub enum Error {
     InvalidRequest(String),
     #[error("{0}")]
     PolicyViolation(String),
+    /// KIP-599: the client's `controller_mutation_rate` is used up for now.
+    #[error("The throttling quota has been exceeded.")]
+    ThrottlingQuotaExceeded,
     #[error("topic deletion is disabled (delete.topic.enable=false)")]
     TopicDeletionDisabled,
     #[error("corrupt record batch: {0}")]
@@ -109,6 +112,7 @@ impl Error {
             Error::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
             Error::InvalidConfig(_) => ResponseError::InvalidConfig,
             Error::InvalidRequest(_) => ResponseError::InvalidRequest,
+            Error::ThrottlingQuotaExceeded => ResponseError::ThrottlingQuotaExceeded,
             Error::TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
             Error::CorruptMessage(_) => ResponseError::CorruptMessage,
             Error::InvalidRecord(_) | Error::KeylessRecords { .. } => ResponseError::InvalidRecord,

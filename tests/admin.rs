@@ -827,3 +827,108 @@ fn client_quotas_are_set_described_kept_and_removed() {
         [all[1], all[2], "user=alice consumer_byte_rate=2048"]
     );
 }
+
+/// KIP-599's `controller_mutation_rate`: partitions created, added or deleted are taken
+/// from a bucket of the rate times eleven seconds. From CreateTopics v6, CreatePartitions
+/// v3 and DeleteTopics v5 a used-up bucket refuses each further topic with
+/// THROTTLING_QUOTA_EXCEEDED and its throttle; older versions go ahead and are throttled.
+/// The rate is so low (one partition per 100 s) that no wait on a slow machine refills it.
+#[test]
+fn controller_mutation_quotas_refuse_new_clients_and_throttle_old_ones() {
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    let broker = Broker::start();
+    let mut c = broker.client();
+    let quota = EntryData::default()
+        .with_entity(vec![EntityData::default()
+            .with_entity_type(s("client-id"))
+            .with_entity_name(Some(s("cairn-tests")))])
+        .with_ops(vec![OpData::default()
+            .with_key(s("controller_mutation_rate"))
+            .with_value(0.01)]);
+    let r: AlterClientQuotasResponse = c.send(
+        ApiKey::AlterClientQuotas,
+        1,
+        &AlterClientQuotasRequest::default().with_entries(vec![quota]),
+    );
+    assert_eq!(r.entries[0].error_code, 0, "{r:?}");
+
+    let create = |version: i16, topics: &[(&str, i32)]| {
+        let req = CreateTopicsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|(t, p)| {
+                        CreatableTopic::default()
+                            .with_name(name(t))
+                            .with_num_partitions(*p)
+                            .with_replication_factor(1)
+                    })
+                    .collect(),
+            );
+        // Each on its own connection: a throttle mutes the one it came on.
+        let r: CreateTopicsResponse = broker.client().send(ApiKey::CreateTopics, version, &req);
+        r
+    };
+    let throttled = ResponseError::ThrottlingQuotaExceeded.code();
+    // The bucket holds 0.11 partitions: the first topic is taken (it was not used up yet),
+    // leaving 1.89 missing, which takes 189 s to refill; the second is refused.
+    let r = create(7, &[("mut-a", 2), ("mut-b", 1)]);
+    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+    assert_eq!(r.topics[1].error_code, throttled, "{r:?}");
+    assert_eq!(
+        r.topics[1].error_message.as_deref(),
+        Some("The throttling quota has been exceeded.")
+    );
+    assert!(
+        (100_000..=189_000).contains(&r.throttle_time_ms),
+        "{}",
+        r.throttle_time_ms
+    );
+    // Before v6 the topic is created, and the response throttled.
+    let r = create(5, &[("mut-c", 1)]);
+    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+    assert!(r.throttle_time_ms > 100_000, "{}", r.throttle_time_ms);
+
+    let grow = |version: i16| {
+        let req = CreatePartitionsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(name("mut-a"))
+                .with_count(3 + version as i32)]);
+        let r: CreatePartitionsResponse =
+            broker
+                .client()
+                .send(ApiKey::CreatePartitions, version, &req);
+        r
+    };
+    let r = grow(3);
+    assert_eq!(r.results[0].error_code, throttled, "{r:?}");
+    assert!(r.throttle_time_ms > 100_000, "{}", r.throttle_time_ms);
+    let r = grow(2);
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+    assert!(r.throttle_time_ms > 100_000, "{}", r.throttle_time_ms);
+
+    let delete = |version: i16, topic: &str| {
+        let req = DeleteTopicsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topic_names(vec![name(topic)]);
+        let r: DeleteTopicsResponse = broker.client().send(ApiKey::DeleteTopics, version, &req);
+        r
+    };
+    let r = delete(5, "mut-a");
+    assert_eq!(r.responses[0].error_code, throttled, "{r:?}");
+    let r = delete(4, "mut-c");
+    assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+    assert!(r.throttle_time_ms > 100_000, "{}", r.throttle_time_ms);
+
+    // What happened: a and c were created, b was not, a grew to 5 and c was deleted.
+    let m = metadata(&mut broker.client(), None, false);
+    let mut topics: Vec<(String, usize)> = m
+        .topics
+        .iter()
+        .map(|t| (t.name.as_ref().unwrap().to_string(), t.partitions.len()))
+        .collect();
+    topics.sort();
+    assert_eq!(topics, [("mut-a".to_string(), 5)]);
+}

@@ -375,6 +375,36 @@ check_quota_configs() {
   tool qcfgx $CFG "${B[@]}" "${D[@]}" --alter --delete-config request_percentage
 }
 
+# ---------------------------------------------------------------- quota-mutations
+# KIP-599: with controller_mutation_rate=0.01 (a bucket of 0.11 partitions, refilled one
+# partition per 100 s) on a client id, kafka-topics creates a topic of two partitions and
+# then has the next refused: the admin client turns THROTTLING_QUOTA_EXCEEDED into
+# ThrottlingQuotaExceededException, and kafka-topics does not retry on it.
+check_quota_mutations() {
+  local rc C="quota-mutations-$RUN_ID" t="cairn-jt-mutations-$RUN_ID"
+  tool qma $CONFIGS "${B[@]}" --entity-type clients --entity-name "$C" --alter \
+    --add-config controller_mutation_rate=0.01; rc=$?
+  if [[ $rc -ne 0 ]]; then fail quota-mutations "setup: $(why $rc qma) $(snip_err "$WORK/qma.err")"; return; fi
+  echo "client.id=$C" > "$WORK/qm.properties"
+  tool qm1 $TOPICS "${B[@]}" --command-config "$WORK/qm.properties" --create --topic "$t-1" \
+    --partitions 2 --replication-factor 1; rc=$?
+  if [[ $rc -ne 0 ]] || ! grep -q "Created topic $t-1" "$WORK/qm1.out"; then
+    fail quota-mutations "first topic: $(why $rc qm1) $(snip "$WORK/qm1.out") $(snip_err "$WORK/qm1.err")"; return
+  fi
+  tool qm2 $TOPICS "${B[@]}" --command-config "$WORK/qm.properties" --create --topic "$t-2" \
+    --partitions 1 --replication-factor 1; rc=$?
+  tool qm3 $TOPICS "${B[@]}" --list
+  # 4.x names the exception; 3.x prints only its message.
+  if [[ $rc -eq 0 ]] || ! grep -qE "ThrottlingQuotaExceededException|command : The throttling quota has been exceeded" \
+      "$WORK/qm2.out" "$WORK/qm2.err"; then
+    fail quota-mutations "second topic was not refused: $(why $rc qm2) $(snip "$WORK/qm2.out") $(snip_err "$WORK/qm2.err")"
+  elif grep -qx "$t-2" "$WORK/qm3.out"; then
+    fail quota-mutations "the refused topic exists: $(snip "$WORK/qm3.out")"
+  else
+    pass quota-mutations
+  fi
+}
+
 # ---------------------------------------------------------------- quota-throttle
 # Byte-rate quotas hold real clients back (KIP-219): with producer_byte_rate and
 # consumer_byte_rate of 128 KiB/s on a client id (10 s of which a new client may send at
@@ -882,6 +912,7 @@ if want 'console|get_offsets|configs|delete_records'; then
   want configs && check_user_configs
   want configs && check_quota_configs
   want configs && check_quota_throttle
+  want configs && check_quota_mutations
   want delete_records && check_delete_records
 fi
 want compaction && check_compaction

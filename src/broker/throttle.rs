@@ -25,6 +25,9 @@ pub enum Kind {
     Produce,
     /// Bytes of consumers' Fetch responses (`consumer_byte_rate`).
     Fetch,
+    /// Partitions created or deleted (`controller_mutation_rate`, KIP-599), measured by
+    /// [`Throttles::mutations_exhausted`] and [`Throttles::record_mutations`].
+    ControllerMutation,
 }
 
 impl Kind {
@@ -33,6 +36,7 @@ impl Kind {
         match self {
             Kind::Produce => "producer_byte_rate",
             Kind::Fetch => "consumer_byte_rate",
+            Kind::ControllerMutation => "controller_mutation_rate",
         }
     }
 }
@@ -145,10 +149,39 @@ pub struct Measured {
     pub throttle_time_ms: f64,
 }
 
+/// Kafka's TokenBucket: up to a burst of the quota times the whole window, refilled at the
+/// quota per second. A new bucket starts full; recording may take it below zero, and it is
+/// exhausted until it refills back to zero.
+struct Bucket {
+    tokens: f64,
+    last_ms: u64,
+}
+
+impl Bucket {
+    fn refill(&mut self, bound: f64, now_ms: u64) {
+        let burst = bound * (SAMPLES as u64 * SAMPLE_MS) as f64 / 1000.0;
+        let elapsed = now_ms.saturating_sub(self.last_ms) as f64 / 1000.0;
+        self.tokens = (self.tokens + bound * elapsed).min(burst);
+        self.last_ms = now_ms;
+    }
+
+    /// How long until an empty bucket is back at zero, in ms (0 when it is not empty): as
+    /// Kafka's `throttleTimeMs`, the missing tokens over the refill rate.
+    fn throttle_ms(&self, bound: f64) -> u64 {
+        match (self.tokens < 0.0, bound > 0.0) {
+            (false, _) => 0,
+            (true, true) => ((-self.tokens / bound * 1000.0).round() as u64).min(THROTTLE_MAX_MS),
+            (true, false) => THROTTLE_MAX_MS,
+        }
+    }
+}
+
 /// Every usage a quota applies to, by kind and tags.
 #[derive(Default)]
 pub struct Throttles {
     usages: Mutex<HashMap<(Kind, String, String), Usage>>,
+    /// `controller_mutation_rate`'s buckets, by user and client id.
+    buckets: Mutex<HashMap<(String, String), Bucket>>,
 }
 
 impl Throttles {
@@ -193,6 +226,36 @@ impl Throttles {
         {
             u.bytes.record(-bytes, now_ms);
         }
+    }
+
+    fn bucket<T>(&self, quota: &Applied, now_ms: u64, f: impl FnOnce(&mut Bucket) -> T) -> T {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if buckets.len() > 1024 {
+            buckets.retain(|_, b| now_ms.saturating_sub(b.last_ms) < INACTIVE_MS);
+        }
+        let b = buckets
+            .entry((quota.user.clone(), quota.client_id.clone()))
+            .or_insert(Bucket {
+                tokens: f64::INFINITY,
+                last_ms: now_ms,
+            });
+        b.refill(quota.bound, now_ms);
+        f(b)
+    }
+
+    /// Whether `quota`'s mutations are used up: how long until they are not, in ms (0: the
+    /// next mutation may go ahead). What KIP-599's strict mode asks before each topic.
+    pub fn mutations_exhausted(&self, quota: &Applied, now_ms: u64) -> u64 {
+        self.bucket(quota, now_ms, |b| b.throttle_ms(quota.bound))
+    }
+
+    /// Counts `partitions` created or deleted against `quota`; returns the throttle that
+    /// leaves, in ms (0 while the bucket holds tokens).
+    pub fn record_mutations(&self, quota: &Applied, partitions: f64, now_ms: u64) -> u64 {
+        self.bucket(quota, now_ms, |b| {
+            b.tokens -= partitions;
+            b.throttle_ms(quota.bound)
+        })
     }
 
     /// Every usage seen in the last hour, for the metrics.
@@ -305,6 +368,32 @@ mod tests {
             "{}",
             m[0].byte_rate
         );
+    }
+
+    /// KIP-599's bucket: a burst of eleven seconds of the rate, then refilled at the rate;
+    /// exhausted once below zero, for as long as it takes to refill to zero.
+    #[test]
+    fn mutations_take_tokens_from_a_bucket_that_refills_at_the_rate() {
+        let t = Throttles::default();
+        let q = quota(2.0);
+        assert_eq!(t.mutations_exhausted(&q, 1_000), 0);
+        // The burst is 22 partitions: 20 leave two tokens, 5 more leave three missing.
+        assert_eq!(t.record_mutations(&q, 20.0, 1_000), 0);
+        assert_eq!(t.mutations_exhausted(&q, 1_000), 0);
+        assert_eq!(t.record_mutations(&q, 5.0, 1_000), 1_500);
+        assert_eq!(t.mutations_exhausted(&q, 1_000), 1_500);
+        // Half a second refills one token.
+        assert_eq!(t.mutations_exhausted(&q, 1_500), 1_000);
+        assert_eq!(t.mutations_exhausted(&q, 2_500), 0);
+        // A long pause refills the bucket to its burst, no further.
+        assert_eq!(t.record_mutations(&q, 22.0, 60_000), 0);
+        assert_eq!(t.record_mutations(&q, 1.0, 60_000), 500);
+        // Other clients have their own buckets.
+        let other = Applied {
+            client_id: "d".into(),
+            ..quota(2.0)
+        };
+        assert_eq!(t.mutations_exhausted(&other, 60_000), 0);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
@@ -18,7 +19,9 @@ use kafka_protocol::ResponseError;
 use super::topic_name;
 use super::RequestContext;
 use crate::broker::authorizer::denied;
+use crate::broker::throttle::Kind;
 use crate::broker::Broker;
+use crate::controller::quotas::Applied;
 use crate::error::{Error, Result};
 use crate::handlers::configs::topic_entries;
 use crate::replication::Layout;
@@ -31,6 +34,62 @@ const PARTITIONS_PER_REQUEST_MAX: i64 = 10_000;
 
 fn too_many_partitions() -> Error {
     Error::PolicyViolation("Excessively large number of partitions per request.".into())
+}
+
+/// KIP-599's `controller_mutation_rate` over one request. Strict from the versions Kafka
+/// makes it so (a topic is refused with THROTTLING_QUOTA_EXCEEDED while the client's
+/// partitions are used up, and no mutation is throttled otherwise); permissive before
+/// (everything goes ahead and the response carries the throttle it earned). Each broker
+/// keeps its own buckets, as it does for the byte rates.
+struct Mutations<'a> {
+    broker: &'a Broker,
+    quota: Option<Applied>,
+    strict: bool,
+    throttle_ms: u64,
+}
+
+impl<'a> Mutations<'a> {
+    fn new(broker: &'a Broker, ctx: &RequestContext<'_>, strict_since: i16) -> Self {
+        let client_id = ctx.client_id.as_deref().unwrap_or("");
+        Mutations {
+            broker,
+            quota: broker.client_quota(
+                Kind::ControllerMutation,
+                || ctx.conn.principal(),
+                client_id,
+            ),
+            strict: ctx.version >= strict_since,
+            throttle_ms: 0,
+        }
+    }
+
+    /// The refusal of the next mutation, when the quota is strict and used up.
+    fn refusal(&mut self) -> Option<Error> {
+        let quota = self.quota.as_ref().filter(|_| self.strict)?;
+        let ms = self.broker.throttles.mutations_exhausted(quota, now_ms());
+        self.throttle_ms = self.throttle_ms.max(ms);
+        (ms > 0).then_some(Error::ThrottlingQuotaExceeded)
+    }
+
+    /// Counts `partitions` created or deleted.
+    fn record(&mut self, partitions: usize) {
+        if let Some(quota) = &self.quota {
+            let ms = (self.broker.throttles).record_mutations(quota, partitions as f64, now_ms());
+            if !self.strict {
+                self.throttle_ms = self.throttle_ms.max(ms);
+            }
+        }
+    }
+
+    /// The response's `throttle_time_ms`; the connection is muted for as long.
+    fn throttle(self, ctx: &RequestContext<'_>) -> i32 {
+        ctx.conn.mute_for(self.throttle_ms);
+        self.throttle_ms.min(i32::MAX as u64) as i32
+    }
+}
+
+fn now_ms() -> u64 {
+    crate::clock::now_ms().max(0) as u64
 }
 
 pub async fn create(
@@ -60,6 +119,7 @@ pub async fn create(
     // Kafka's check: CREATE on the cluster, or on each topic.
     let access = ctx.access(broker);
     let cluster_create = access.allows_cluster(op::CREATE);
+    let mut mutations = Mutations::new(broker, ctx, 6);
     let mut results = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
         let name = t.name.to_string();
@@ -71,8 +131,14 @@ pub async fn create(
             Err(too_many_partitions())
         } else if !cluster_create && !access.allows(op::CREATE, resource::TOPIC, &name) {
             Err(denied(resource::TOPIC))
+        } else if let Some(e) = mutations.refusal() {
+            Err(e)
         } else {
-            create_one(broker, t, req.validate_only).await
+            let created = create_one(broker, t, req.validate_only).await;
+            if let (Ok((partitions, ..)), false) = (&created, req.validate_only) {
+                mutations.record(*partitions as usize);
+            }
+            created
         };
         let r = CreatableTopicResult::default().with_name(t.name.clone());
         // Fields a version lacks must keep their defaults, or the response cannot be encoded.
@@ -103,7 +169,9 @@ pub async fn create(
             Err(e) => r.with_error_code(e.code()).with_error_message(e.message()),
         });
     }
-    CreateTopicsResponse::default().with_topics(results)
+    CreateTopicsResponse::default()
+        .with_throttle_time_ms(mutations.throttle(ctx))
+        .with_topics(results)
 }
 
 async fn create_one(
@@ -201,6 +269,7 @@ pub async fn delete(
     };
     // Kafka's check: DELETE on each topic.
     let access = ctx.access(broker);
+    let mut mutations = Mutations::new(broker, ctx, 5);
     let mut responses = Vec::with_capacity(targets.len());
     for (name, id) in targets {
         let resolved = match (&name, id.is_nil()) {
@@ -218,7 +287,17 @@ pub async fn delete(
             Ok(n) if !access.allows(op::DELETE, resource::TOPIC, &n) => {
                 Err(denied(resource::TOPIC))
             }
-            Ok(n) => broker.delete_topic(&n).await.map(|deleted| (n, deleted)),
+            Ok(n) => match mutations.refusal() {
+                Some(e) => Err(e),
+                None => {
+                    let partitions = broker.catalog.get(&n).map_or(0, |t| t.partitions.len());
+                    let deleted = broker.delete_topic(&n).await;
+                    if deleted.is_ok() {
+                        mutations.record(partitions);
+                    }
+                    deleted.map(|id| (n, id))
+                }
+            },
             Err(e) => Err(e),
         };
         let mut r = match result {
@@ -240,7 +319,9 @@ pub async fn delete(
         }
         responses.push(r);
     }
-    DeleteTopicsResponse::default().with_responses(responses)
+    DeleteTopicsResponse::default()
+        .with_throttle_time_ms(mutations.throttle(ctx))
+        .with_responses(responses)
 }
 
 pub async fn create_partitions(
@@ -250,17 +331,15 @@ pub async fn create_partitions(
 ) -> CreatePartitionsResponse {
     // Kafka's check: ALTER on each topic.
     let access = ctx.access(broker);
-    let added: i64 = req
-        .topics
-        .iter()
-        .map(|t| {
-            let now = broker
-                .catalog
-                .get(&t.name)
-                .map_or(0, |x| x.partitions.len());
-            (t.count as i64 - now as i64).max(0)
-        })
-        .sum();
+    let adding = |t: &CreatePartitionsTopic| {
+        let now = broker
+            .catalog
+            .get(&t.name)
+            .map_or(0, |x| x.partitions.len());
+        (t.count as i64 - now as i64).max(0)
+    };
+    let added: i64 = req.topics.iter().map(adding).sum();
+    let mut mutations = Mutations::new(broker, ctx, 3);
     let mut results = Vec::with_capacity(req.topics.len());
     for t in &req.topics {
         let refused = if added > PARTITIONS_PER_REQUEST_MAX {
@@ -268,7 +347,7 @@ pub async fn create_partitions(
         } else if !access.allows(op::ALTER, resource::TOPIC, &t.name) {
             Some(denied(resource::TOPIC))
         } else {
-            None
+            mutations.refusal()
         };
         if let Some(e) = refused {
             results.push(
@@ -285,14 +364,20 @@ pub async fn create_partitions(
                 .map(|x| x.broker_ids.iter().map(|b| b.0).collect())
                 .collect()
         });
+        let growth = adding(t) as usize;
         let result = broker
             .create_partitions(&t.name, t.count, assignment, req.validate_only)
             .await;
+        if result.is_ok() && !req.validate_only {
+            mutations.record(growth);
+        }
         let r = CreatePartitionsTopicResult::default().with_name(t.name.clone());
         results.push(match result {
             Ok(()) => r,
             Err(e) => r.with_error_code(e.code()).with_error_message(e.message()),
         });
     }
-    CreatePartitionsResponse::default().with_results(results)
+    CreatePartitionsResponse::default()
+        .with_throttle_time_ms(mutations.throttle(ctx))
+        .with_results(results)
 }
