@@ -859,6 +859,8 @@ mod tests {
             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "max.connections=100",
             "listener.name.client.max.connections=10",
+            "max.connection.creation.rate=50",
+            "listener.name.client.max.connection.creation.rate=5",
             "max.connections.per.ip=0",
             "max.connections.per.ip.overrides=10.0.0.1:5, [::1]:7,127.0.0.1:2147483647,[::ffff:10.0.0.9]:3",
         ])
@@ -867,6 +869,9 @@ mod tests {
         assert_eq!(l.broker, Some(100));
         assert_eq!(l.listener.get("CLIENT"), Some(&10));
         assert!(!l.listener.contains_key("PLAINTEXT"));
+        assert_eq!(l.rate, Some(50));
+        assert_eq!(l.listener_rate.get("CLIENT"), Some(&5));
+        assert!(!l.listener_rate.contains_key("PLAINTEXT"));
         assert_eq!(l.per_ip("10.0.0.1".parse().unwrap()), Some(5));
         assert_eq!(l.per_ip("::1".parse().unwrap()), Some(7));
         assert_eq!(l.per_ip("10.0.0.2".parse().unwrap()), Some(0));

@@ -311,6 +311,68 @@ fn connections_over_an_address_limit_are_closed() {
     still_serving_after_closing(&b, _open);
 }
 
+/// An address's `connection_creation_rate` (what `kafka-configs --entity-type ips
+/// --entity-name 127.0.0.1 --add-config connection_creation_rate=1` sets): its rate is
+/// measured over at least ten seconds, so the first ten connections are served at once;
+/// past that, a new connection is closed unanswered (after its throttle, at most a
+/// second), as Kafka's acceptor does, while the connections already open keep working.
+#[test]
+fn connections_past_an_address_rate_are_closed_unanswered() {
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
+    use kafka_protocol::protocol::StrBytes;
+    let b = Broker::start();
+    let entry = EntryData::default()
+        .with_entity(vec![EntityData::default()
+            .with_entity_type(StrBytes::from_static_str("ip"))
+            .with_entity_name(Some(StrBytes::from_static_str("127.0.0.1")))])
+        .with_ops(vec![OpData::default()
+            .with_key(StrBytes::from_static_str("connection_creation_rate"))
+            .with_value(1.0)]);
+    let r: AlterClientQuotasResponse = b.client().send(
+        ApiKey::AlterClientQuotas,
+        1,
+        &AlterClientQuotasRequest::default().with_entries(vec![entry]),
+    );
+    assert_eq!(r.entries[0].error_code, 0, "{r:?}");
+    let mut open = Vec::new();
+    let mut refused = 0;
+    for i in 0..40 {
+        let mut c = b.client();
+        if answers(&mut c) {
+            open.push(c);
+        } else {
+            assert!(i >= 10, "connection {i} of the first ten was refused");
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "40 connections within seconds, none refused");
+    for c in &mut open {
+        assert!(answers(c), "an open connection stopped being served");
+    }
+}
+
+/// `max.connection.creation.rate`: past the rate the listener waits before accepting
+/// (up to a second per connection) instead of refusing. At 2 a second, measured over at
+/// least ten seconds, the first twenty connections come at once and each later one only
+/// after a wait, so the last of forty is served at least five seconds after the first
+/// connected, however fast the machine (the kernel completes the connections at once; the
+/// broker takes them from its backlog at its rate); every one of them is served.
+#[test]
+fn connections_past_the_broker_rate_wait_to_be_accepted() {
+    let b = Broker::start_with(&["max.connection.creation.rate=2"]);
+    let started = std::time::Instant::now();
+    let mut open: Vec<Client> = (0..40).map(|_| b.client()).collect();
+    for (i, c) in open.iter_mut().enumerate() {
+        assert!(answers(c), "connection {i} was not served");
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= std::time::Duration::from_secs(5),
+        "40 connections were served in {took:?}, faster than 2 a second allows"
+    );
+}
+
 /// Closes `open` and checks the broker serves a new connection.
 fn still_serving_after_closing(b: &Broker, open: Vec<Client>) {
     drop(open);

@@ -194,6 +194,15 @@ impl Broker {
         super::throttle::applying(&image.client_quotas, kind, &principal(), client_id)
     }
 
+    /// The `connection_creation_rate` quota new connections from `ip` are held to, if any.
+    pub fn ip_connection_rate(&self, ip: std::net::IpAddr) -> Option<f64> {
+        let image = self.cluster()?.image();
+        if image.client_quotas.is_empty() {
+            return None;
+        }
+        quotas::ip_connection_rate(&image.client_quotas, ip)
+    }
+
     /// The SCRAM credentials of `user`, by mechanism name (none before this broker joined
     /// the cluster).
     pub fn scram_credentials(&self, user: &str) -> BTreeMap<String, Credential> {

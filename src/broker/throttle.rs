@@ -115,6 +115,22 @@ impl Sampled {
         window + least.saturating_sub(full) * SAMPLE_MS
     }
 
+    /// How long the rate needs to come back to `bound`, in ms, as Kafka's QuotaUtils
+    /// works it out: `(rate - bound) / bound` of the window (the whole window for a bound
+    /// of 0); 0 within it.
+    fn over(&mut self, bound: f64, now_ms: u64) -> u64 {
+        let rate = self.rate(now_ms);
+        if rate <= bound {
+            return 0;
+        }
+        let window = self.window_ms(now_ms) as f64;
+        let over = match bound > 0.0 {
+            true => (rate - bound) / bound * window,
+            false => window,
+        };
+        over.round() as u64
+    }
+
     /// Kafka's Avg: the mean of the values recorded in the window, 0 with none.
     fn average(&mut self, now_ms: u64) -> f64 {
         self.purge(now_ms);
@@ -127,6 +143,35 @@ impl Sampled {
         } else {
             total / count as f64
         }
+    }
+}
+
+/// A rate with an upper bound, as Kafka's connection quotas keep them
+/// (`max.connection.creation.rate`, `connection_creation_rate`): the same samples as the
+/// byte rates, each throttle at most one sample long (Kafka's `quota.window.size.seconds`).
+#[derive(Default)]
+pub struct Rate {
+    sampled: Sampled,
+    last_ms: u64,
+}
+
+impl Rate {
+    /// Records `value` (a connection is 1); returns how long the rate needs to come back
+    /// to `bound`, in ms, at most one sample (0: within it).
+    pub fn record(&mut self, value: f64, bound: f64, now_ms: u64) -> u64 {
+        self.last_ms = now_ms;
+        self.sampled.record(value, now_ms);
+        self.sampled.over(bound, now_ms).min(SAMPLE_MS)
+    }
+
+    /// Takes back a value [`record`](Self::record) counted (a connection refused).
+    pub fn unrecord(&mut self, value: f64, now_ms: u64) {
+        self.sampled.record(-value, now_ms);
+    }
+
+    /// Whether nothing was recorded for a whole window: the rate is 0 and may be dropped.
+    pub fn idle(&self, now_ms: u64) -> bool {
+        now_ms.saturating_sub(self.last_ms) >= SAMPLES as u64 * SAMPLE_MS
     }
 }
 
@@ -202,15 +247,7 @@ impl Throttles {
             .or_default();
         u.last_ms = now_ms;
         u.bytes.record(bytes, now_ms);
-        let rate = u.bytes.rate(now_ms);
-        if rate <= quota.bound {
-            return 0;
-        }
-        let over = match quota.bound > 0.0 {
-            true => (rate - quota.bound) / quota.bound * u.bytes.window_ms(now_ms) as f64,
-            false => u.bytes.window_ms(now_ms) as f64,
-        };
-        let ms = (over.round() as u64).min(THROTTLE_MAX_MS);
+        let ms = u.bytes.over(quota.bound, now_ms).min(THROTTLE_MAX_MS);
         if ms > 0 {
             u.throttles.record(ms as f64, now_ms);
         }
@@ -368,6 +405,27 @@ mod tests {
             "{}",
             m[0].byte_rate
         );
+    }
+
+    /// A connection rate of 2/s lets twenty through at once (the window is at least ten
+    /// seconds), then throttles each further one for as long as the rate needs, at most a
+    /// second; a refused connection taken back does not count.
+    #[test]
+    fn connection_rates_throttle_at_most_a_second() {
+        let mut r = Rate::default();
+        for _ in 0..20 {
+            assert_eq!(r.record(1.0, 2.0, 5_000), 0);
+        }
+        // 21 in 10 s: 5% over, a twentieth of the window.
+        assert_eq!(r.record(1.0, 2.0, 5_000), 500);
+        r.unrecord(1.0, 5_000);
+        assert_eq!(r.record(1.0, 2.0, 5_000), 500);
+        // 22: a tenth over; 23: 15% over, 1.5 s, capped.
+        assert_eq!(r.record(1.0, 2.0, 5_000), 1_000);
+        assert_eq!(r.record(1.0, 2.0, 5_000), 1_000);
+        assert_eq!(r.record(1.0, 0.0, 5_000), 1_000, "a bound of 0");
+        assert!(!r.idle(15_999));
+        assert!(r.idle(16_000));
     }
 
     /// KIP-599's bucket: a burst of eleven seconds of the rate, then refilled at the rate;

@@ -330,8 +330,12 @@ pub static KEYS: &[Key] = &[
         ..int("connections.max.idle.ms", Kind::Long, i64::MIN, LONG_MAX, "600000")
     },
     Key {
-        doc: "Most connections the broker holds at once (the inter-broker listener is exempt), and per listener as listener.name.<l>.max.connections; a listener at its limit accepts again when a connection closes.",
+        doc: "Most connections the broker holds at once (the inter-broker listener is exempt when there are others), and per listener as listener.name.<l>.max.connections; a listener at its limit accepts again when a connection closes.",
         ..int("max.connections", Kind::Int, 0, INT_MAX, "2147483647")
+    },
+    Key {
+        doc: "Most new connections per second the broker accepts (the inter-broker listener is exempt when there are others), and per listener as listener.name.<l>.max.connection.creation.rate; past it, accepting waits up to a second per connection.",
+        ..int("max.connection.creation.rate", Kind::Int, 0, INT_MAX, "2147483647")
     },
     Key {
         doc: "Most connections one address holds at once; one more is accepted and closed.",
@@ -844,8 +848,8 @@ pub fn lookup(name: &str) -> Option<&'static Key> {
 
 /// The key behind a per-listener key, `listener.name.<listener>.<key>`, for the keys a
 /// listener may set for itself: the `ssl.*` ones, `sasl.enabled.mechanisms`,
-/// `<mechanism>.sasl.jaas.config`, `[<mechanism>.]connections.max.reauth.ms` and
-/// `max.connections`.
+/// `<mechanism>.sasl.jaas.config`, `[<mechanism>.]connections.max.reauth.ms`,
+/// `max.connections` and `max.connection.creation.rate`.
 pub fn listener_key(name: &str) -> Option<&'static Key> {
     let rest = name.strip_prefix("listener.name.")?;
     let (_, key) = rest.split_once('.')?;
@@ -857,7 +861,12 @@ pub fn listener_key(name: &str) -> Option<&'static Key> {
     }
     lookup(key).filter(|k| {
         k.name.starts_with("ssl.")
-            || ["sasl.enabled.mechanisms", "max.connections"].contains(&k.name)
+            || [
+                "sasl.enabled.mechanisms",
+                "max.connections",
+                "max.connection.creation.rate",
+            ]
+            .contains(&k.name)
     })
 }
 

@@ -1,9 +1,10 @@
 //! Connection limits as Kafka's SocketServer reads them: `max.connections` for the broker
-//! (the inter-broker listener is exempt) and per listener
+//! (the inter-broker listener is exempt when there are others) and per listener
 //! (`listener.name.<l>.max.connections`), where a listener at its limit stops accepting
 //! until a connection closes; and `max.connections.per.ip` with
 //! `max.connections.per.ip.overrides` (`host:n,ip:n`), where a connection over its
-//! address's limit is accepted and closed at once.
+//! address's limit is accepted and closed at once; and `max.connection.creation.rate`, for
+//! the broker and per listener, past which the listener waits before accepting.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, ToSocketAddrs};
@@ -24,6 +25,11 @@ pub struct ConnectionLimits {
     pub per_ip: Option<usize>,
     /// `max.connections.per.ip.overrides`, host names resolved at start-up.
     pub per_ip_overrides: BTreeMap<IpAddr, usize>,
+    /// `max.connection.creation.rate` (connections per second), when set below the default.
+    pub rate: Option<u32>,
+    /// `listener.name.<l>.max.connection.creation.rate` by listener name, where set below
+    /// the default.
+    pub listener_rate: BTreeMap<String, u32>,
 }
 
 impl ConnectionLimits {
@@ -37,14 +43,19 @@ impl ConnectionLimits {
 pub(super) fn parse(p: &Props<'_>, listeners: &[String]) -> Result<ConnectionLimits, ConfigError> {
     let limited = |n: i64| (n < UNLIMITED).then_some(n as usize);
     let mut listener = BTreeMap::new();
+    let mut listener_rate = BTreeMap::new();
     for name in listeners {
-        let key = format!(
-            "listener.name.{}.max.connections",
-            name.to_ascii_lowercase()
-        );
+        let own = |key: &str| format!("listener.name.{}.{key}", name.to_ascii_lowercase());
+        let key = own("max.connections");
         if p.get(&key).is_some() {
             if let Some(n) = limited(p.int_first(&[key], "max.connections")?) {
                 listener.insert(name.clone(), n);
+            }
+        }
+        let key = own("max.connection.creation.rate");
+        if p.get(&key).is_some() {
+            if let Some(n) = limited(p.int_first(&[key], "max.connection.creation.rate")?) {
+                listener_rate.insert(name.clone(), n as u32);
             }
         }
     }
@@ -63,6 +74,8 @@ pub(super) fn parse(p: &Props<'_>, listeners: &[String]) -> Result<ConnectionLim
         listener,
         per_ip: limited(per_ip),
         per_ip_overrides,
+        rate: limited(p.int("max.connection.creation.rate")?).map(|n| n as u32),
+        listener_rate,
     })
 }
 

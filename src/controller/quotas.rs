@@ -329,6 +329,23 @@ pub fn applying(table: &Table, user: &str, client_id: &str, quota: &str) -> Opti
     })
 }
 
+/// The `connection_creation_rate` new connections from `ip` are held to: the address's
+/// own (its entity named by any spelling of the address), else the default address's.
+pub fn ip_connection_rate(table: &Table, ip: std::net::IpAddr) -> Option<f64> {
+    const KEY: &str = "connection_creation_rate";
+    let ip = ip.to_canonical();
+    let named = table.values().find_map(|q| {
+        let name = q.entity.get(IP)?.as_deref()?;
+        let same = name.parse::<std::net::IpAddr>().ok()?.to_canonical() == ip;
+        same.then(|| q.values.get(KEY)).flatten()
+    });
+    let default = || {
+        let entity = Entity::from([(IP.to_string(), None)]);
+        table.get(&key(&entity))?.values.get(KEY).copied()
+    };
+    named.copied().or_else(default).map(|v| v.0)
+}
+
 /// One part of an entity [`applying`] looks for: the client's name, the default, or none.
 #[derive(Clone, Copy, PartialEq)]
 enum Part {
@@ -455,6 +472,27 @@ mod tests {
             [0]
         );
         assert_eq!(t.len(), 2, "an entity with no values left is gone");
+    }
+
+    /// An address's own connection rate, however the address was spelt, then the default
+    /// address's; none without either.
+    #[test]
+    fn connection_rates_by_address() {
+        let mut t = Table::new();
+        let rate = |t: &Table, ip: &str| ip_connection_rate(t, ip.parse().unwrap());
+        assert_eq!(rate(&t, "10.0.0.1"), None);
+        let own = alteration(
+            &[(IP, Some("::1"))],
+            &[("connection_creation_rate", Some(5.0))],
+        );
+        assert_eq!(altered(&mut t, &[own]), [0]);
+        assert_eq!(rate(&t, "0:0:0:0:0:0:0:1"), Some(5.0));
+        assert_eq!(rate(&t, "10.0.0.1"), None);
+        let default = alteration(&[(IP, None)], &[("connection_creation_rate", Some(2.0))]);
+        assert_eq!(altered(&mut t, &[default]), [0]);
+        assert_eq!(rate(&t, "10.0.0.1"), Some(2.0));
+        assert_eq!(rate(&t, "::ffff:10.0.0.1"), Some(2.0));
+        assert_eq!(rate(&t, "::1"), Some(5.0));
     }
 
     #[test]

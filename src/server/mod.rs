@@ -100,12 +100,23 @@ pub async fn serve(broker: Arc<Broker>, listeners: Vec<Bound>) {
                 tokio::select! {
                     accepted = socket.accept() => match accepted {
                         Ok((stream, peer)) => {
-                            // At a limit, this connection waits for a slot and no other
-                            // is accepted meanwhile, as Kafka's acceptor blocks.
+                            // Past a connection rate, or at a limit, this connection waits
+                            // and no other is accepted meanwhile, as Kafka's acceptor blocks.
                             let mut s = tokio::select! {
-                                s = limits.slot() => s,
+                                s = async { limits.pace().await; limits.slot().await } => s,
                                 _ = crate::shutdown::requested(&mut shutdown) => break,
                             };
+                            let rate = broker.ip_connection_rate(peer.ip());
+                            if let Err(ms) = limits.paced_by_address(peer.ip(), rate) {
+                                // As Kafka: past its address's rate, the connection is
+                                // closed once its throttle has passed, unread.
+                                tracing::info!(peer = %peer, listener = %name, throttle_ms = ms, "refused connection: the address is over its connection_creation_rate quota");
+                                spawned.spawn(async move {
+                                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                                    drop(stream);
+                                });
+                                continue;
+                            }
                             if !limits.admit(&mut s, peer.ip()) {
                                 // As Kafka: the address holds its maximum already.
                                 tracing::info!(peer = %peer, listener = %name, "rejected connection: the address already has the configured maximum of connections (max.connections.per.ip)");
