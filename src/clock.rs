@@ -8,3 +8,8 @@ pub fn now_ms() -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
+
+/// [`now_ms`] as the unsigned milliseconds quotas and throttles count in.
+pub fn now_ms_unsigned() -> u64 {
+    now_ms().max(0) as u64
+}

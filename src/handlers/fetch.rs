@@ -150,7 +150,7 @@ pub async fn handle(
             if let Some((ms @ 1.., quota, size)) = ctx.throttle(broker, Kind::Fetch, size) {
                 // As Kafka: a throttled consumer gets no records, and their bytes no longer
                 // count against its quota since they are not sent.
-                let now = crate::clock::now_ms().max(0) as u64;
+                let now = crate::clock::now_ms_unsigned();
                 broker.throttles.unrecord(Kind::Fetch, &quota, size, now);
                 return FetchResponse::default().with_throttle_time_ms(ms as i32);
             }

@@ -76,7 +76,7 @@ impl Connection {
     /// longer if it already is.
     pub fn mute_for(&self, ms: u64) {
         if ms > 0 {
-            let until = (crate::clock::now_ms().max(0) as u64).saturating_add(ms);
+            let until = crate::clock::now_ms_unsigned().saturating_add(ms);
             self.muted_until_ms.fetch_max(until, Ordering::AcqRel);
         }
     }
@@ -136,7 +136,7 @@ impl RequestContext<'_> {
         let client_id = self.client_id.as_deref().unwrap_or("");
         let quota = broker.client_quota(kind, || self.conn.principal(), client_id)?;
         let bytes = bytes() as f64;
-        let now = crate::clock::now_ms().max(0) as u64;
+        let now = crate::clock::now_ms_unsigned();
         let ms = broker.throttles.record(kind, &quota, bytes, now);
         self.conn.mute_for(ms);
         Some((ms, quota, bytes))

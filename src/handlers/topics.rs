@@ -66,7 +66,10 @@ impl<'a> Mutations<'a> {
     /// The refusal of the next mutation, when the quota is strict and used up.
     fn refusal(&mut self) -> Option<Error> {
         let quota = self.quota.as_ref().filter(|_| self.strict)?;
-        let ms = self.broker.throttles.mutations_exhausted(quota, now_ms());
+        let ms = self
+            .broker
+            .throttles
+            .mutations_exhausted(quota, crate::clock::now_ms_unsigned());
         self.throttle_ms = self.throttle_ms.max(ms);
         (ms > 0).then_some(Error::ThrottlingQuotaExceeded)
     }
@@ -74,7 +77,11 @@ impl<'a> Mutations<'a> {
     /// Counts `partitions` created or deleted.
     fn record(&mut self, partitions: usize) {
         if let Some(quota) = &self.quota {
-            let ms = (self.broker.throttles).record_mutations(quota, partitions as f64, now_ms());
+            let ms = (self.broker.throttles).record_mutations(
+                quota,
+                partitions as f64,
+                crate::clock::now_ms_unsigned(),
+            );
             if !self.strict {
                 self.throttle_ms = self.throttle_ms.max(ms);
             }
@@ -86,10 +93,6 @@ impl<'a> Mutations<'a> {
         ctx.conn.mute_for(self.throttle_ms);
         self.throttle_ms.min(i32::MAX as u64) as i32
     }
-}
-
-fn now_ms() -> u64 {
-    crate::clock::now_ms().max(0) as u64
 }
 
 pub async fn create(

@@ -66,9 +66,7 @@ pub fn families(broker: &Broker) -> Vec<MetricFamily> {
 /// [`quotas::applying`]: crate::controller::quotas::applying
 fn quota_gauges(out: &mut Vec<MetricFamily>, broker: &Broker) {
     use crate::broker::throttle::Kind;
-    let measured = broker
-        .throttles
-        .measured(crate::clock::now_ms().max(0) as u64);
+    let measured = broker.throttles.measured(crate::clock::now_ms_unsigned());
     for (kind, prefix, what) in [
         (Kind::Produce, "kafka_server_produce", "produce requests"),
         (

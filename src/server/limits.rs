@@ -103,16 +103,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn now_ms() -> u64 {
-    crate::clock::now_ms().max(0) as u64
-}
-
 impl Limits {
     /// Counts a connection just accepted against this listener's connection rates and
     /// waits as long as the longest of them needs (at most a second; nothing meanwhile
     /// is accepted, as Kafka's acceptor waits).
     pub(super) async fn pace(&self) {
-        let now = now_ms();
+        let now = crate::clock::now_ms_unsigned();
         let wait = self
             .rates
             .iter()
@@ -131,7 +127,7 @@ impl Limits {
         let Some(bound) = rate else {
             return Ok(());
         };
-        let (ip, now) = (ip.to_canonical(), now_ms());
+        let (ip, now) = (ip.to_canonical(), crate::clock::now_ms_unsigned());
         let mut rates = lock(&self.per_ip.rates);
         if rates.len() > 1024 {
             rates.retain(|_, r| !r.idle(now));

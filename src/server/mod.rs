@@ -343,7 +343,7 @@ where
             // KIP-219: a throttled client's response goes out at once, then its
             // connection is not read until the throttle ends (a client that ignores
             // throttle_time_ms waits all the same).
-            let left = until.saturating_sub(crate::clock::now_ms().max(0) as u64);
+            let left = until.saturating_sub(crate::clock::now_ms_unsigned());
             tracing::debug!(peer = %peer, throttle_ms = left, "connection muted by a client quota");
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(left)) => {}
