@@ -18,11 +18,14 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::ResponseError;
 use tracing::Instrument;
 
+use crate::broker::throttle::Kind;
 use crate::broker::Broker;
 use crate::handlers::{self, Connection, RequestContext};
 use crate::metrics::errors::ErrorCodes;
+use crate::thread_time;
 use crate::wire::response_frame;
 use crate::wire::splice::{spliced_response_frame, Pieces};
+use crate::wire::throttle_time::ThrottleTime;
 
 /// What became of one request.
 pub enum Outcome {
@@ -41,9 +44,16 @@ macro_rules! apis {
             match ctx.api {
                 $( ApiKey::$key => {
                     let started = Instant::now();
-                    let request = Decodable::decode(body, ctx.version)
-                        .map_err(|e| format!("cannot decode {:?} v{}: {e}", ctx.api, ctx.version))?;
-                    let response = $handler(broker, ctx, request).await;
+                    let (handled, spent) = thread_time::metered(async {
+                        let request = Decodable::decode(body, ctx.version).map_err(|e| {
+                            format!("cannot decode {:?} v{}: {e}", ctx.api, ctx.version)
+                        })?;
+                        let follower = from_follower!($kind, request);
+                        Ok::<_, String>(($handler(broker, ctx, request).await, follower))
+                    })
+                    .await;
+                    let (mut response, follower) = handled?;
+                    request_quota(broker, ctx, &mut response, follower, spent);
                     observe!($kind, broker, ctx, started, &response);
                     reply!($kind, ctx, response)
                 } )*
@@ -72,6 +82,17 @@ macro_rules! observe {
             $started.elapsed(),
             $r.as_ref().map(|r| r as &dyn ErrorCodes),
         )
+    };
+}
+
+/// Whether a fetch is a follower's, which no request quota applies to (as Kafka).
+macro_rules! from_follower {
+    (fetch, $r:expr) => {{
+        let r: &kafka_protocol::messages::FetchRequest = &$r;
+        r.replica_id.0 >= 0 || r.replica_state.replica_id.0 >= 0
+    }};
+    ($other:ident, $r:expr) => {
+        false
     };
 }
 
@@ -166,6 +187,27 @@ apis! {
     DeleteShareGroupState: 0..=0 => always handlers::share_state::delete,
     ReadShareGroupStateSummary: 0..=1 => always handlers::share_state::summary,
     ListConfigResources: 0..=1 => always handlers::list_config_resources::handle,
+}
+
+/// `request_percentage` (Kafka's ClientRequestQuotaManager): the request's thread time,
+/// in percent-seconds, counts against its client's quota, and a throttle it earns (at most
+/// a second) goes in the response's `throttle_time_ms` and mutes the connection (KIP-219).
+/// Follower fetches and the responses without the field (brokers' requests to one another
+/// and SASL's) are exempt, as in Kafka.
+fn request_quota<R: ThrottleTime>(
+    broker: &Broker,
+    ctx: &RequestContext<'_>,
+    response: &mut R,
+    follower: bool,
+    spent: std::time::Duration,
+) {
+    if follower || !R::CARRIED {
+        return;
+    }
+    let percent = || spent.as_secs_f64() * 100.0;
+    if let Some((ms @ 1.., _, _)) = ctx.throttle(broker, Kind::Request, percent) {
+        response.raise_throttle_time(ms);
+    }
 }
 
 fn supported(api: ApiKey, version: i16) -> Option<bool> {

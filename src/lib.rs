@@ -36,7 +36,8 @@
 //!   listener, voters and brokers' requests on the controller listener.
 //! - At the bottom, used by all: [`wire`] (Kafka frames and envelopes), [`config`],
 //!   [`security`] (SCRAM's credentials and exchange),
-//!   [`error`] (the one mapping to Kafka error codes), [`clock`], [`shutdown`].
+//!   [`error`] (the one mapping to Kafka error codes), [`clock`], [`shutdown`],
+//!   [`thread_time`] (what a request costs the threads, for `request_percentage`).
 //!
 //! # A request's way
 //!
@@ -73,6 +74,7 @@ pub mod server;
 pub mod share;
 pub mod shutdown;
 pub mod storage;
+pub mod thread_time;
 pub mod tls;
 pub mod topic_config;
 pub mod topics;

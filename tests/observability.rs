@@ -613,15 +613,24 @@ fn healthcheck_subcommand_follows_ready() {
 
 /// Sets `producer_byte_rate` and `consumer_byte_rate` for `client_id` to `rate`.
 fn set_byte_rates(c: &mut Client, client_id: &str, rate: f64) {
+    set_client_quotas(
+        c,
+        client_id,
+        &[("producer_byte_rate", rate), ("consumer_byte_rate", rate)],
+    );
+}
+
+/// Sets each quota of `quotas` for `client_id`.
+fn set_client_quotas(c: &mut Client, client_id: &str, quotas: &[(&str, f64)]) {
     use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
     let entry = EntryData::default()
         .with_entity(vec![EntityData::default()
             .with_entity_type(s("client-id"))
             .with_entity_name(Some(s(client_id)))])
         .with_ops(
-            ["producer_byte_rate", "consumer_byte_rate"]
+            quotas
                 .iter()
-                .map(|k| OpData::default().with_key(s(k)).with_value(rate))
+                .map(|(k, v)| OpData::default().with_key(s(k)).with_value(*v))
                 .collect(),
         );
     let r: AlterClientQuotasResponse = c.send(
@@ -647,8 +656,16 @@ fn exported_names() -> BTreeMap<String, BTreeSet<String>> {
     assert_eq!(c.produce("names", 0, batch(&["a"]), 1).0, 0);
     assert_eq!(c.produce("names", 0, batch(&["b"]), -1).0, 19);
     commit(&mut c, "names-group", "names", 0, 1);
-    // A client a (generous) byte-rate quota applies to, producing and consuming.
-    set_byte_rates(&mut c, "cairn-tests", 1e12);
+    // A client (generous) byte-rate and request quotas apply to, producing and consuming.
+    set_client_quotas(
+        &mut c,
+        "cairn-tests",
+        &[
+            ("producer_byte_rate", 1e12),
+            ("consumer_byte_rate", 1e12),
+            ("request_percentage", 1e6),
+        ],
+    );
     assert_eq!(c.produce("names", 0, batch(&["c"]), 1).0, 0);
     assert_eq!(c.fetch("names", 0, 0).0, 0);
     let _share = share_traffic(&[broker.addr], "names", "names-share");
@@ -1582,9 +1599,17 @@ fn compose_topology_runs_as_processes_under_a_real_prometheus() {
         .collect();
     assert_eq!(advertised, external, "{metadata}");
 
-    // kcat's client id (librdkafka's default) gets a byte-rate quota too high to throttle
-    // it, so the quota panels have series.
-    set_byte_rates(&mut Client::connect(addrs[0]), "rdkafka", 1e12);
+    // kcat's client id (librdkafka's default) gets byte-rate and request quotas too high
+    // to throttle it, so the quota panels have series.
+    set_client_quotas(
+        &mut Client::connect(addrs[0]),
+        "rdkafka",
+        &[
+            ("producer_byte_rate", 1e12),
+            ("consumer_byte_rate", 1e12),
+            ("request_percentage", 1e6),
+        ],
+    );
     // Real clients: kcat produces a record (creating the topic), and once Prometheus has
     // seen the topic's counters, 200 more (a rate needs two samples of a moving counter);
     // then a kcat group consumer reads everything and commits.
@@ -1904,6 +1929,90 @@ fn client_quotas_throttle_producers_and_consumers_and_show_in_metrics() {
         "kafka_server_produce_byte_rate",
         "kafka_server_fetch_throttle_time",
         "kafka_server_fetch_byte_rate",
+    ] {
+        let v = value(&samples, name, &usage);
+        assert!(v.is_some_and(|v| v > 0.0), "{name} = {v:?} in\n{body}");
+    }
+    assert!(
+        !body.contains("client_id=\"unthrottled\""),
+        "a client no quota applies to has no quota metrics"
+    );
+}
+
+/// `request_percentage` as Kafka applies it (KIP-124): once a client's requests have kept
+/// the broker's threads busier than its quota, each response carries a throttle of at most
+/// a second (the quota window's sample) and the connection is not read until it has
+/// passed; a client with another id is not held back; `kafka_server_request_*` show the
+/// usage. The quota (0.001 % of a thread: 0.1 ms over the 10 s a new usage is measured
+/// on) is one any request stream exceeds; the only time checked is the lower bound the
+/// mute guarantees.
+#[test]
+fn request_quotas_throttle_busy_clients_for_at_most_a_second() {
+    let (broker, metrics) = start_with_metrics(&[]);
+    let mut c = broker.client();
+    assert_eq!(c.create_topic("busy", 1, &[]), 0);
+    set_client_quotas(&mut c, "cairn-tests", &[("request_percentage", 0.001)]);
+    let metadata = |c: &mut Client| -> MetadataResponse {
+        let req = MetadataRequest::default().with_topics(None);
+        c.send(ApiKey::Metadata, 12, &req)
+    };
+    let mut throttled = None;
+    for _ in 0..10_000 {
+        let r = metadata(&mut c);
+        assert!(
+            (0..=1_000).contains(&r.throttle_time_ms),
+            "a request throttle is at most a second, not {} ms",
+            r.throttle_time_ms
+        );
+        if r.throttle_time_ms > 0 {
+            throttled = Some((r.throttle_time_ms, Instant::now()));
+            break;
+        }
+    }
+    let (throttle, sent) = throttled.expect("10,000 requests within a 0.001 % quota");
+    // KIP-219: the connection is muted, so this answer cannot come before the throttle ends.
+    let r = metadata(&mut c);
+    let waited = sent.elapsed();
+    assert!(
+        waited >= Duration::from_millis(throttle as u64 - 2),
+        "the muted connection answered after {waited:?}, before its {throttle} ms throttle"
+    );
+    assert!(
+        (1..=1_000).contains(&r.throttle_time_ms),
+        "still over: {r:?}"
+    );
+    // A produce response carries it too, beside its own (byte-rate) throttle field.
+    let r: ProduceResponse = c.send(
+        ApiKey::Produce,
+        9,
+        &Client::produce_request("busy", 0, batch(&["x"]), 1),
+    );
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    assert!((1..=1_000).contains(&r.throttle_time_ms), "produce: {r:?}");
+
+    // Another client id has no quota: its requests are never throttled.
+    let mut other = Client::connect(broker.addr);
+    for correlation in 1..=50 {
+        let frame = cairn::wire::request_frame(
+            ApiKey::Metadata,
+            12,
+            correlation,
+            "unthrottled",
+            &MetadataRequest::default().with_topics(None),
+        )
+        .unwrap();
+        other.send_raw(&frame);
+        let body = other.read_frame().expect("response");
+        let r: MetadataResponse =
+            cairn::wire::decode_response(ApiKey::Metadata, 12, correlation, body).unwrap();
+        assert_eq!(r.throttle_time_ms, 0, "a client without a quota");
+    }
+
+    let (body, samples) = scrape(metrics);
+    let usage = [("user", ""), ("client_id", "cairn-tests")];
+    for name in [
+        "kafka_server_request_request_time",
+        "kafka_server_request_throttle_time",
     ] {
         let v = value(&samples, name, &usage);
         assert!(v.is_some_and(|v| v > 0.0), "{name} = {v:?} in\n{body}");

@@ -405,6 +405,29 @@ check_quota_mutations() {
   fi
 }
 
+# ---------------------------------------------------------------- quota-requests
+# request_percentage (KIP-124): with 0.001 % of a thread on a client id (0.1 ms of request
+# handling over the 10 s a new client is measured on), ProducerPerformance still sends every
+# record, and its own metrics show the throttles the broker put in the produce responses.
+check_quota_requests() {
+  local rc C="quota-requests-$RUN_ID" t="cairn-jt-requests-$RUN_ID" n=40
+  tool qrc $TOPICS "${B[@]}" --create --topic "$t" --partitions 1 --replication-factor 1; rc=$?
+  [[ $rc -eq 0 ]] && { tool qra $CONFIGS "${B[@]}" --entity-type clients --entity-name "$C" --alter \
+    --add-config request_percentage=0.001; rc=$?; }
+  if [[ $rc -ne 0 ]]; then fail quota-requests "setup: $(why $rc qra) $(snip_err "$WORK/qra.err")"; return; fi
+  tool qrp org.apache.kafka.tools.ProducerPerformance --topic "$t" --num-records $n --record-size 1024 \
+    --throughput -1 --print-metrics --producer-props "bootstrap.servers=$BOOTSTRAP" "client.id=$C" acks=1 \
+    batch.size=4096; rc=$?
+  local pt; pt=$(grep -oE "produce-throttle-time-max:\{client-id=$C\}[[:space:]]*: [0-9.]+" "$WORK/qrp.out" | awk '{print $NF}')
+  if [[ $rc -ne 0 ]] || ! grep -q "^$n records sent" "$WORK/qrp.out"; then
+    fail quota-requests "producer: $(why $rc qrp) stdout: $(snip "$WORK/qrp.out")"
+  elif ! awk -v v="${pt:-0}" 'BEGIN {exit !(v > 0 && v <= 1000)}'; then
+    fail quota-requests "want a throttle above 0 and at most 1000 ms (produce-throttle-time-max ${pt:-absent})"
+  else
+    pass quota-requests
+  fi
+}
+
 # ---------------------------------------------------------------- quota-throttle
 # Byte-rate quotas hold real clients back (KIP-219): with producer_byte_rate and
 # consumer_byte_rate of 128 KiB/s on a client id (10 s of which a new client may send at
@@ -913,6 +936,7 @@ if want 'console|get_offsets|configs|delete_records'; then
   want configs && check_quota_configs
   want configs && check_quota_throttle
   want configs && check_quota_mutations
+  want configs && check_quota_requests
   want delete_records && check_delete_records
 fi
 want compaction && check_compaction

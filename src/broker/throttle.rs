@@ -2,8 +2,9 @@
 //! each usage (a user, a client id, or both, as [`quotas::applying`] tags it) has a rate
 //! over 11 one-second samples; a request that takes the rate above its quota is throttled
 //! for as long as the rate needs to come back to it (unbounded, as Kafka's byte-rate
-//! throttles are; only its request-time throttle has a bound). What throttling does to
-//! the connection and the response is the handlers' and the server's.
+//! throttles are; the request-time throttle is at most one sample, as Kafka's
+//! ClientRequestQuotaManager bounds it). What throttling does to the connection and the
+//! response is the handlers', dispatch's and the server's.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -28,6 +29,9 @@ pub enum Kind {
     /// Partitions created or deleted (`controller_mutation_rate`, KIP-599), measured by
     /// [`Throttles::mutations_exhausted`] and [`Throttles::record_mutations`].
     ControllerMutation,
+    /// Thread time of requests, in percent of one thread (`request_percentage`): each
+    /// request records its [`crate::thread_time`] as percent-seconds.
+    Request,
 }
 
 impl Kind {
@@ -37,6 +41,17 @@ impl Kind {
             Kind::Produce => "producer_byte_rate",
             Kind::Fetch => "consumer_byte_rate",
             Kind::ControllerMutation => "controller_mutation_rate",
+            Kind::Request => "request_percentage",
+        }
+    }
+
+    /// The longest throttle one request earns: Kafka bounds the request-time throttle by
+    /// its quota window's sample (`quota.window.size.seconds`), the others only by what
+    /// `throttle_time_ms` can carry.
+    fn throttle_max_ms(self) -> u64 {
+        match self {
+            Kind::Request => SAMPLE_MS,
+            _ => THROTTLE_MAX_MS,
         }
     }
 }
@@ -188,8 +203,8 @@ pub struct Measured {
     pub kind: Kind,
     pub user: String,
     pub client_id: String,
-    /// Bytes per second over the window.
-    pub byte_rate: f64,
+    /// Bytes per second over the window; for [`Kind::Request`], percent of a thread.
+    pub rate: f64,
     /// The mean throttle in the window, in ms.
     pub throttle_time_ms: f64,
 }
@@ -234,9 +249,10 @@ impl Throttles {
         self.usages.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Counts `bytes` against `quota`'s usage; returns how long the client is throttled,
-    /// in ms (0: within its quota). As Kafka: `(rate - quota) / quota` of the window (the
-    /// whole window for a quota of 0).
+    /// Counts `bytes` (percent-seconds for [`Kind::Request`]) against `quota`'s usage;
+    /// returns how long the client is throttled, in ms (0: within its quota). As Kafka:
+    /// `(rate - quota) / quota` of the window (the whole window for a quota of 0), at most
+    /// the kind's bound.
     pub fn record(&self, kind: Kind, quota: &Applied, bytes: f64, now_ms: u64) -> u64 {
         let mut usages = self.usages();
         if usages.len() > 1024 {
@@ -247,7 +263,10 @@ impl Throttles {
             .or_default();
         u.last_ms = now_ms;
         u.bytes.record(bytes, now_ms);
-        let ms = u.bytes.over(quota.bound, now_ms).min(THROTTLE_MAX_MS);
+        let ms = u
+            .bytes
+            .over(quota.bound, now_ms)
+            .min(kind.throttle_max_ms());
         if ms > 0 {
             u.throttles.record(ms as f64, now_ms);
         }
@@ -305,7 +324,7 @@ impl Throttles {
                 kind: *kind,
                 user: user.clone(),
                 client_id: client_id.clone(),
-                byte_rate: u.bytes.rate(now_ms),
+                rate: u.bytes.rate(now_ms),
                 throttle_time_ms: u.throttles.average(now_ms),
             })
             .collect()
@@ -368,6 +387,18 @@ mod tests {
         assert_eq!(t.record(Kind::Produce, &other, 1_000.0, 0), 0);
     }
 
+    /// A request throttle is at most one sample (Kafka's bound), however far over the
+    /// quota the thread time goes; the other kinds are not bounded so.
+    #[test]
+    fn request_throttles_are_at_most_a_second() {
+        let t = Throttles::default();
+        // 10 % of a thread, and a request that took a whole second (100 percent-seconds).
+        let q = quota(10.0);
+        assert_eq!(t.record(Kind::Request, &q, 50.0, 0), 0);
+        assert_eq!(t.record(Kind::Request, &q, 100.0, 0), SAMPLE_MS);
+        assert!(t.record(Kind::Produce, &q, 150.0, 0) > SAMPLE_MS);
+    }
+
     /// Bytes taken back no longer count; samples older than the window are dropped.
     #[test]
     fn unrecorded_and_old_bytes_stop_counting() {
@@ -381,7 +412,7 @@ mod tests {
         assert_eq!(t.record(Kind::Fetch, &q, 5_000.0, 11_100), 0);
         let m = t.measured(11_100);
         assert_eq!(m.len(), 1);
-        assert_eq!(m[0].byte_rate, 500.0);
+        assert_eq!(m[0].rate, 500.0);
         assert_eq!(m[0].throttle_time_ms, 0.0, "the throttle was 11 s ago");
     }
 
@@ -400,11 +431,7 @@ mod tests {
             );
         }
         let m = t.measured(29_900);
-        assert!(
-            (900.0..1000.0).contains(&m[0].byte_rate),
-            "{}",
-            m[0].byte_rate
-        );
+        assert!((900.0..1000.0).contains(&m[0].rate), "{}", m[0].rate);
     }
 
     /// A connection rate of 2/s lets twenty through at once (the window is at least ten

@@ -146,7 +146,7 @@ pub async fn handle(
                 // their bytes apart (ReplicationBytesOut).
                 return response;
             }
-            let size = || response.compute_size(ctx.version).unwrap_or(bytes);
+            let size = || response.compute_size(ctx.version).unwrap_or(bytes) as f64;
             if let Some((ms @ 1.., quota, size)) = ctx.throttle(broker, Kind::Fetch, size) {
                 // As Kafka: a throttled consumer gets no records, and their bytes no longer
                 // count against its quota since they are not sent.

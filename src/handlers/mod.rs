@@ -123,19 +123,19 @@ impl RequestContext<'_> {
         broker.access(|| (self.conn.principal(), host_address(self.conn.peer.ip())))
     }
 
-    /// Counts `bytes` (worked out only when a quota applies) against the client's
-    /// byte-rate quota of `kind`, if one applies, and mutes the connection for the
-    /// throttle that earns: the throttle in ms (0 within the quota), the quota and the
-    /// bytes, so a fetch can take them back.
+    /// Counts `bytes` (worked out only when a quota applies; percent-seconds for the
+    /// request quota) against the client's quota of `kind`, if one applies, and mutes the
+    /// connection for the throttle that earns: the throttle in ms (0 within the quota),
+    /// the quota and the bytes, so a fetch can take them back.
     pub fn throttle(
         &self,
         broker: &crate::broker::Broker,
         kind: crate::broker::throttle::Kind,
-        bytes: impl FnOnce() -> usize,
+        bytes: impl FnOnce() -> f64,
     ) -> Option<(u64, crate::controller::quotas::Applied, f64)> {
         let client_id = self.client_id.as_deref().unwrap_or("");
         let quota = broker.client_quota(kind, || self.conn.principal(), client_id)?;
-        let bytes = bytes() as f64;
+        let bytes = bytes();
         let now = crate::clock::now_ms_unsigned();
         let ms = broker.throttles.record(kind, &quota, bytes, now);
         self.conn.mute_for(ms);

@@ -103,7 +103,7 @@ pub async fn handle(
     // As Kafka: the request's bytes count against the client's produce quota once
     // appended; a throttle mutes the connection, acks=0 included, which gets no answer.
     let throttle = ctx
-        .throttle(broker, Kind::Produce, || ctx.request_bytes)
+        .throttle(broker, Kind::Produce, || ctx.request_bytes as f64)
         .map_or(0, |(ms, _, _)| ms);
     if acks == 0 {
         return None;

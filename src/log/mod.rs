@@ -438,7 +438,7 @@ impl PartitionLog {
             aborted: None,
         };
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || {
+        crate::thread_time::blocking(move || {
             store.append(std::slice::from_ref(&append), opts.durable)
         })
         .await
@@ -520,7 +520,7 @@ impl PartitionLog {
             aborted,
         };
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.append(std::slice::from_ref(&append), durable))
+        crate::thread_time::blocking(move || store.append(std::slice::from_ref(&append), durable))
             .await
             .map_err(|e| Error::Storage(format!("append task failed: {e}")))??;
         producers.insert(producer_id, next);
@@ -667,7 +667,7 @@ impl PartitionLog {
             None => {
                 let store = self.store.clone();
                 let id = self.id;
-                let read = tokio::task::spawn_blocking(move || store.read(id, offset, max_bytes))
+                let read = crate::thread_time::blocking(move || store.read(id, offset, max_bytes))
                     .await
                     .map_err(|e| Error::Storage(format!("read task failed: {e}")))??;
                 // Whole batches below `upper`: a prefix of what was read.
@@ -818,7 +818,7 @@ impl PartitionLog {
     ) -> Result<S> {
         let store = self.store.clone();
         let id = self.id;
-        tokio::task::spawn_blocking(move || {
+        crate::thread_time::blocking(move || {
             store.scan_batches(id, from, &mut |m| f(&mut state, m))?;
             Ok(state)
         })

@@ -58,42 +58,54 @@ pub fn families(broker: &Broker) -> Vec<MetricFamily> {
     out
 }
 
-/// Clients a byte-rate quota applies to, under the names Kafka's JMX exporter gives the
-/// `kafka.server:type=Produce|Fetch,user=,client-id=` sensors: the byte rate and the mean
-/// throttle (ms) over the quota window. As in Kafka, a client appears once a quota of that
-/// kind applies to it, tagged with the usage it shares ([`quotas::applying`]).
+/// Clients a byte-rate or request quota applies to, under the names Kafka's JMX exporter
+/// gives the `kafka.server:type=Produce|Fetch|Request,user=,client-id=` sensors: the byte
+/// rate (for requests, `request-time`: percent of a thread) and the mean throttle (ms) over
+/// the quota window. As in Kafka, a client appears once a quota of that kind applies to it,
+/// tagged with the usage it shares ([`quotas::applying`]).
 ///
 /// [`quotas::applying`]: crate::controller::quotas::applying
 fn quota_gauges(out: &mut Vec<MetricFamily>, broker: &Broker) {
     use crate::broker::throttle::Kind;
     let measured = broker.throttles.measured(crate::clock::now_ms_unsigned());
-    for (kind, prefix, what) in [
-        (Kind::Produce, "kafka_server_produce", "produce requests"),
+    for (kind, prefix, rate, what, whose) in [
+        (
+            Kind::Produce,
+            "kafka_server_produce",
+            "byte_rate",
+            "Bytes per second of produce requests",
+            "produce requests",
+        ),
         (
             Kind::Fetch,
             "kafka_server_fetch",
+            "byte_rate",
+            "Bytes per second of consumers' fetch responses",
             "consumers' fetch responses",
+        ),
+        (
+            Kind::Request,
+            "kafka_server_request",
+            "request_time",
+            "Thread time of requests, in percent of one thread,",
+            "requests (request_percentage)",
         ),
     ] {
         let families = [
             (
-                format!("{prefix}_byte_rate"),
-                format!("Bytes per second of {what} a client quota applies to, by usage"),
+                format!("{prefix}_{rate}"),
+                format!("{what} of clients a quota applies to, by usage"),
             ),
             (
                 format!("{prefix}_throttle_time"),
-                format!("Mean throttle in ms of {what} over the quota window, by usage"),
+                format!("Mean throttle in ms of {whose} over the quota window, by usage"),
             ),
         ];
         for (i, (name, help)) in families.iter().enumerate() {
             let v =
                 GaugeVec::new(Opts::new(name, help), &["user", "client_id"]).expect("valid metric");
             for m in measured.iter().filter(|m| m.kind == kind) {
-                let value = if i == 0 {
-                    m.byte_rate
-                } else {
-                    m.throttle_time_ms
-                };
+                let value = if i == 0 { m.rate } else { m.throttle_time_ms };
                 v.with_label_values(&[&m.user, &m.client_id]).set(value);
             }
             out.extend(

@@ -8,6 +8,7 @@
 pub mod frame;
 pub mod newer;
 pub mod splice;
+pub mod throttle_time;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, BrokerId, RequestHeader, ResponseHeader, TopicName};
