@@ -1250,6 +1250,10 @@ mod tests {
         assert!(e.contains("num.partitions") && e.contains("abc"), "{e}");
         let e = load(&["num.partitions=0"]).unwrap_err().to_string();
         assert!(e.contains("between"), "{e}");
+        // Checked even where Cairn has nothing for it to bound.
+        let e = load(&["queued.max.requests=0"]).unwrap_err().to_string();
+        assert!(e.contains("queued.max.requests"), "{e}");
+        assert!(load(&["queued.max.requests=1"]).is_ok());
         let e = load(&["auto.create.topics.enable=yes"])
             .unwrap_err()
             .to_string();

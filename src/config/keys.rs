@@ -330,6 +330,10 @@ pub static KEYS: &[Key] = &[
         ..int("connections.max.idle.ms", Kind::Long, i64::MIN, LONG_MAX, "600000")
     },
     Key {
+        doc: "Kafka's bound on requests read and waiting for a request handler thread. Cairn has no such queue: each connection's requests are handled by its own task as they are read, one at a time, and the next is read only once the previous one is being answered, so requests read and not yet handled are at most one per connection (bounded by max.connections and socket.request.max.bytes). Checked as Kafka checks it, then met by construction.",
+        ..int("queued.max.requests", Kind::Int, 1, INT_MAX, "500")
+    },
+    Key {
         doc: "Most connections the broker holds at once (the inter-broker listener is exempt when there are others), and per listener as listener.name.<l>.max.connections; a listener at its limit accepts again when a connection closes.",
         ..int("max.connections", Kind::Int, 0, INT_MAX, "2147483647")
     },
