@@ -18,7 +18,6 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol::ResponseError;
 use tracing::Instrument;
 
-use crate::broker::throttle::Kind;
 use crate::broker::Broker;
 use crate::handlers::{self, Connection, RequestContext};
 use crate::metrics::errors::ErrorCodes;
@@ -44,16 +43,16 @@ macro_rules! apis {
             match ctx.api {
                 $( ApiKey::$key => {
                     let started = Instant::now();
-                    let (handled, spent) = thread_time::metered(async {
+                    let response = thread_time::metered(async {
                         let request = Decodable::decode(body, ctx.version).map_err(|e| {
                             format!("cannot decode {:?} v{}: {e}", ctx.api, ctx.version)
                         })?;
                         let follower = from_follower!($kind, request);
-                        Ok::<_, String>(($handler(broker, ctx, request).await, follower))
+                        let mut response = $handler(broker, ctx, request).await;
+                        request_quota(broker, ctx, &mut response, follower);
+                        Ok::<_, String>(response)
                     })
-                    .await;
-                    let (mut response, follower) = handled?;
-                    request_quota(broker, ctx, &mut response, follower, spent);
+                    .await?;
                     observe!($kind, broker, ctx, started, &response);
                     reply!($kind, ctx, response)
                 } )*
@@ -189,23 +188,22 @@ apis! {
     ListConfigResources: 0..=1 => always handlers::list_config_resources::handle,
 }
 
-/// `request_percentage` (Kafka's ClientRequestQuotaManager): the request's thread time,
-/// in percent-seconds, counts against its client's quota, and a throttle it earns (at most
-/// a second) goes in the response's `throttle_time_ms` and mutes the connection (KIP-219).
-/// Follower fetches and the responses without the field (brokers' requests to one another
-/// and SASL's) are exempt, as in Kafka.
+/// `request_percentage` (Kafka's ClientRequestQuotaManager): the request's thread time
+/// counts against its client's quota ([`RequestContext::throttle_request`], unless its
+/// handler counted it already, as a consumer's fetch does), and a throttle it earns goes in
+/// the response's `throttle_time_ms`. Follower fetches and the responses without the field
+/// (brokers' requests to one another and SASL's) are exempt, as in Kafka.
 fn request_quota<R: ThrottleTime>(
     broker: &Broker,
     ctx: &RequestContext<'_>,
     response: &mut R,
     follower: bool,
-    spent: std::time::Duration,
 ) {
     if follower || !R::CARRIED {
         return;
     }
-    let percent = || spent.as_secs_f64() * 100.0;
-    if let Some((ms @ 1.., _, _)) = ctx.throttle(broker, Kind::Request, percent) {
+    let ms = ctx.throttle_request(broker);
+    if ms > 0 {
         response.raise_throttle_time(ms);
     }
 }
@@ -250,6 +248,7 @@ pub async fn handle(broker: &Arc<Broker>, conn: &Connection, mut frame: Bytes) -
         correlation_id,
         client_id: header.client_id.as_ref().map(|c| c.to_string()),
         request_bytes,
+        request_time_counted: Default::default(),
     };
     let span = tracing::debug_span!(
         "request",

@@ -147,12 +147,18 @@ pub async fn handle(
                 return response;
             }
             let size = || response.compute_size(ctx.version).unwrap_or(bytes) as f64;
-            if let Some((ms @ 1.., quota, size)) = ctx.throttle(broker, Kind::Fetch, size) {
-                // As Kafka: a throttled consumer gets no records, and their bytes no longer
-                // count against its quota since they are not sent.
-                let now = crate::clock::now_ms_unsigned();
-                broker.throttles.unrecord(Kind::Fetch, &quota, size, now);
-                return FetchResponse::default().with_throttle_time_ms(ms as i32);
+            let by_bytes = ctx.throttle(broker, Kind::Fetch, size);
+            let by_time = ctx.throttle_request(broker);
+            let ms = by_bytes.as_ref().map_or(0, |(ms, _, _)| *ms).max(by_time);
+            if ms > 0 {
+                // As Kafka: a consumer throttled by either quota gets no records, and their
+                // bytes no longer count against its byte quota since they are not sent.
+                if let Some((_, quota, size)) = by_bytes {
+                    let now = crate::clock::now_ms_unsigned();
+                    broker.throttles.unrecord(Kind::Fetch, &quota, size, now);
+                }
+                return FetchResponse::default()
+                    .with_throttle_time_ms(ms.min(i32::MAX as u64) as i32);
             }
             count(&wanted, &response);
             return response;

@@ -115,6 +115,8 @@ pub struct RequestContext<'a> {
     /// The request's size (its frame without the length prefix), which a produce quota
     /// counts.
     pub request_bytes: usize,
+    /// Whether [`RequestContext::throttle_request`] has counted the request's thread time.
+    pub request_time_counted: std::sync::atomic::AtomicBool,
 }
 
 impl RequestContext<'_> {
@@ -140,6 +142,20 @@ impl RequestContext<'_> {
         let ms = broker.throttles.record(kind, &quota, bytes, now);
         self.conn.mute_for(ms);
         Some((ms, quota, bytes))
+    }
+
+    /// Counts the request's thread time so far ([`crate::thread_time::so_far`]), in
+    /// percent-seconds, against the client's `request_percentage` quota, if one applies,
+    /// and mutes the connection for the throttle that earns (at most a second, KIP-124):
+    /// the throttle in ms. Only the first call of a request counts; later ones return 0.
+    pub fn throttle_request(&self, broker: &crate::broker::Broker) -> u64 {
+        if self.request_time_counted.swap(true, Ordering::AcqRel) {
+            return 0;
+        }
+        let spent = crate::thread_time::so_far();
+        let percent = || spent.as_secs_f64() * 100.0;
+        self.throttle(broker, crate::broker::throttle::Kind::Request, percent)
+            .map_or(0, |(ms, _, _)| ms)
     }
 
     /// Whether this request's principal may perform `operation` on the cluster.
