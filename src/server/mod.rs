@@ -31,7 +31,7 @@ use crate::broker::Broker;
 use crate::dispatch::{self, Outcome};
 use crate::handlers::{self, Connection};
 use crate::security::sasl::Session;
-use crate::wire::frame::FrameReader;
+use crate::wire::frame::{FrameError, FrameReader};
 use crate::wire::splice::Pieces;
 
 /// Responses queued for the writer per connection before the reader waits.
@@ -312,6 +312,12 @@ where
         let frame = match next {
             Ok(Some(f)) => f,
             Ok(None) => break,
+            // A client that goes away mid-frame is no news (thousands of them may, when a
+            // flood of half-sent frames ends); a bad length or a socket error is.
+            Err(e @ FrameError::Truncated) => {
+                tracing::debug!(peer = %peer, error = %e, "connection closed inside a frame");
+                break;
+            }
             Err(e) => {
                 tracing::warn!(peer = %peer, error = %e, "closing connection: bad frame");
                 break;
@@ -319,7 +325,9 @@ where
         };
         let outcome = match before_authentication(&broker, &ctx, &frame) {
             Some(outcome) => outcome,
-            None => dispatch::handle(&broker, &ctx, frame).await,
+            // Boxed: the handlers' futures are large, and an idle connection (most of
+            // them, with thousands open) should not hold room for one.
+            None => Box::pin(dispatch::handle(&broker, &ctx, frame)).await,
         };
         match outcome {
             Outcome::Respond(bytes) => {
