@@ -30,6 +30,7 @@ use crate::topics::{Catalog, LogDir};
 mod authority;
 pub mod authorizer;
 pub mod cleaner;
+pub mod fetch_memory;
 pub mod throttle;
 
 pub use authority::{only_dynamic, Reassigning};
@@ -56,6 +57,8 @@ pub struct Broker {
     pub cleaner: cleaner::CleanerStats,
     /// Usage of the clients a byte-rate quota applies to.
     pub throttles: throttle::Throttles,
+    /// The budget for fetched records held until their responses are sent.
+    pub fetch_memory: fetch_memory::FetchMemory,
     /// The id this node minted on its first start: the cluster's id when this node's voter
     /// starts the metadata log (see [`Broker::cluster_id`]).
     local_cluster_id: String,
@@ -142,6 +145,7 @@ impl Broker {
         };
         let txn_store = groups.store().clone();
         let share_states = Arc::new(ShareCoordinator::new(groups.store().clone()));
+        let fetch_memory = fetch_memory::FetchMemory::new(config.fetch_memory_bytes_max);
         Ok(Arc::new_cyclic(|me| Broker {
             txns: Arc::new(TxnCoordinator::new(
                 txn_store,
@@ -157,6 +161,7 @@ impl Broker {
             metrics,
             cleaner: cleaner::CleanerStats::default(),
             throttles: throttle::Throttles::default(),
+            fetch_memory,
             cluster: std::sync::OnceLock::new(),
             ready: AtomicBool::new(false),
             meta,

@@ -174,6 +174,8 @@ pub struct Config {
     /// `fetch.max.bytes`: the most a Fetch or ShareFetch answer carries (Kafka caps the
     /// request's MaxBytes with it).
     pub fetch_response_bytes_max: usize,
+    /// `fetch.memory.max.bytes`: fetched records held in memory until sent, broker-wide.
+    pub fetch_memory_bytes_max: usize,
     /// `connections.max.idle.ms`: a client connection with no request for so long closes
     /// (`None`: set negative, never).
     pub connections_max_idle_ms: Option<u64>,
@@ -423,6 +425,7 @@ impl Config {
             message_bytes_max: p.int("message.max.bytes")? as i32,
             socket_request_bytes_max: p.int("socket.request.max.bytes")? as i32,
             fetch_response_bytes_max: p.int("fetch.max.bytes")? as usize,
+            fetch_memory_bytes_max: p.int("fetch.memory.max.bytes")? as usize,
             connections_max_idle_ms: u64::try_from(p.int("connections.max.idle.ms")?).ok(),
             connection_limits: limits::parse(&p, &listeners_names)?,
             log_retention_ms: log_retention_ms(&p)?,

@@ -355,6 +355,10 @@ pub static KEYS: &[Key] = &[
         ..int("fetch.max.bytes", Kind::Int, 1024, INT_MAX, "57671680")
     },
     Key {
+        doc: "Cairn's own: most bytes of fetched records the broker holds in memory at once, from their read until their response is written to its socket (Kafka sends them from its files with sendfile and holds none). A fetch gets what is left of it, and one granted nothing still gets its first batch, so every fetcher progresses and the bound is exceeded by at most one batch per fetch in flight.",
+        ..int("fetch.memory.max.bytes", Kind::Long, 1 << 20, LONG_MAX, "268435456")
+    },
+    Key {
         doc: "Largest request frame in bytes.",
         ..int(
             "socket.request.max.bytes",

@@ -137,7 +137,14 @@ pub async fn handle(
         for w in wakeups.iter_mut() {
             w.as_mut().enable();
         }
-        let (partitions, bytes, errors) = gather(&wanted, max_bytes, upto).await;
+        // Only what is left of the broker's fetch memory is read (a fetch granted nothing
+        // still gets its first batch), and what is read stays counted until it is sent.
+        let grant = broker.fetch_memory.grant(max_bytes);
+        let (mut partitions, bytes, errors) = gather(&wanted, grant.bytes, upto).await;
+        for (_, p) in &mut partitions {
+            p.records = p.records.take().map(|r| broker.fetch_memory.hold(r));
+        }
+        drop(grant);
         let expired = tokio::time::Instant::now() >= deadline;
         if bytes >= min_bytes || errors || expired || broker.is_shutting_down() {
             let response = respond(broker, ctx, &req, partitions);
@@ -263,6 +270,7 @@ async fn gather(
 ) -> (Vec<(usize, PartitionData)>, usize, bool) {
     let mut out = Vec::with_capacity(wanted.len());
     let mut remaining = max_bytes;
+    let mut bytes = 0;
     let mut min_one = true;
     let mut any_error = false;
     let mut rest = wanted;
@@ -289,12 +297,12 @@ async fn gather(
                 if !records.is_empty() {
                     min_one = false;
                     remaining = remaining.saturating_sub(records.len());
+                    bytes += records.len();
                 }
             }
             out.push((w.topic, p));
         }
     }
-    let bytes = max_bytes - remaining;
     (out, bytes, any_error)
 }
 

@@ -280,17 +280,25 @@ async fn share_fetch(
         for w in wakeups.iter_mut() {
             w.as_mut().enable();
         }
-        let (got, errors) = acquire_all(
+        // As Fetch: only what is left of the broker's fetch memory (but at least the first
+        // batch, unless MaxBytes is 0), counted until sent.
+        let grant = broker.fetch_memory.grant(max_bytes);
+        let budget = grant.bytes.max(max_bytes.min(1));
+        let (mut got, errors) = acquire_all(
             broker,
             &group,
             &member,
             &settings,
             &partitions,
-            max_bytes,
+            budget,
             max_records,
             split,
         )
         .await;
+        for (_, p) in &mut got {
+            p.records = p.records.take().map(|r| broker.fetch_memory.hold(r));
+        }
+        drop(grant);
         let expired = tokio::time::Instant::now() >= deadline;
         if !got.is_empty() || errors || expired || broker.is_shutting_down() {
             for (tp, p) in got {

@@ -55,6 +55,18 @@ pub fn families(broker: &Broker) -> Vec<MetricFamily> {
     transaction_gauges(&mut out, broker);
     cleaner_gauges(&mut out, broker);
     quota_gauges(&mut out, broker);
+    gauge(
+        &mut out,
+        "cairn_fetch_memory_held_bytes",
+        "Bytes of fetched records held in memory until their responses are sent, and reserved by fetches reading",
+        broker.fetch_memory.held() as i64,
+    );
+    gauge(
+        &mut out,
+        "cairn_fetch_memory_max_bytes",
+        "The bound on fetched records held in memory (fetch.memory.max.bytes)",
+        broker.fetch_memory.limit() as i64,
+    );
     out
 }
 
