@@ -4,12 +4,14 @@
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-/// The read buffer between frames. Memory is allocated as a frame's bytes arrive, at most
-/// doubling what has arrived, so a huge length prefix with little data behind it
-/// (slowloris) costs little, and an idle connection holds only this much. (The allocator
+/// The read buffer between frames. Memory is allocated as a frame's bytes arrive, so a huge
+/// length prefix with little data behind it (slowloris) costs little, and an idle
+/// connection holds only this much. (The allocator
 /// makes what it hands out resident, touched or not: 10,000 connections with a 64 KiB
 /// buffer each held 640 MiB.)
 const READ_START_BYTES: usize = 4 * 1024;
+/// Reads of a frame past its first `READ_START_BYTES` take at least this much room.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
@@ -66,11 +68,14 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
         while self.buf.len() < 4 + len {
             let missing = 4 + len - self.buf.len();
-            // Room for what has arrived again, at most what is missing: a frame's memory
-            // doubles as its bytes come, so a client that claims a large frame and sends a
-            // little of it (slowloris) holds no more than twice what it sent.
-            self.buf
-                .reserve(missing.min(READ_START_BYTES.max(self.buf.len())));
+            // At most what is missing, and at most what has arrived again once a frame is
+            // past its first few KiB: memory grows with what a client sends, so one that
+            // claims a large frame and sends a little of it (slowloris) holds little.
+            let step = match self.buf.len() < READ_START_BYTES {
+                true => READ_START_BYTES,
+                false => READ_CHUNK_BYTES.max(self.buf.len()),
+            };
+            self.buf.reserve(missing.min(step));
             if !self.fill().await? {
                 return Err(FrameError::Truncated);
             }
@@ -141,6 +146,7 @@ mod tests {
         assert!(r.next().now_or_never().is_none());
         assert_eq!(r.buf.len(), 14 + (200 << 10));
         assert!(r.buf.capacity() <= 4 * r.buf.len(), "{}", r.buf.capacity());
+        assert!(r.buf.capacity() < 1 << 20, "{}", r.buf.capacity());
 
         // A large frame read whole: the connection then holds no more than the start.
         let mut r = FrameReader::new(tokio::io::empty(), 200 << 20);
