@@ -75,11 +75,13 @@ impl BatchHeader {
         }
         let base_offset = be_i64(buf, 0);
         let last_offset_delta = be_i32(buf, 23);
-        // The offset after the batch must exist: a leader's answer with a base offset near
-        // i64::MAX would otherwise wrap a follower's log end offset negative.
-        if base_offset
-            .checked_add(last_offset_delta as i64 + 1)
-            .is_none()
+        // The batch's last offset and the offset after it must exist: a leader's answer
+        // with a base offset near i64::MAX would otherwise wrap a follower's log end offset
+        // negative, and one near i64::MIN with a negative delta its last offset (found by
+        // fuzzing a follower's fetch answers). A negative delta that does not overflow is
+        // left to `validate`, which refuses it as INVALID_RECORD, as Kafka does.
+        let delta = last_offset_delta as i64;
+        if base_offset.checked_add(delta).is_none() || base_offset.checked_add(delta + 1).is_none()
         {
             return Err(Error::CorruptMessage(format!(
                 "record batch offsets {base_offset} + {last_offset_delta} overflow"
@@ -941,5 +943,12 @@ pub(crate) mod tests {
         ));
         b[0..8].copy_from_slice(&(i64::MAX - 2).to_be_bytes());
         assert_eq!(BatchHeader::parse(&b).unwrap().last_offset(), i64::MAX - 1);
+        // A negative last offset delta, under a base offset near i64::MIN (finding 8).
+        b[0..8].copy_from_slice(&(i64::MIN + 1).to_be_bytes());
+        b[23..27].copy_from_slice(&(-2i32).to_be_bytes());
+        assert!(matches!(
+            BatchHeader::parse(&b),
+            Err(Error::CorruptMessage(_))
+        ));
     }
 }
