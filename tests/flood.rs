@@ -1,0 +1,365 @@
+//! A flood from hostile and greedy clients (issue 17): 10,000 connections, half of them
+//! holding half-sent frames (slowloris), and many maximal fetches of a backlog at once. The
+//! broker's memory must stay within a stated bound, a normal client must keep producing and
+//! consuming, and the broker must be back to its quiet state once the flood stops.
+//!
+//! Latencies are printed (docs/FLOOD.md records them), never asserted: these machines are
+//! shared and noisy.
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::{batch, free_port, http_get, metric_value, name, Broker, Client};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, BrokerId, FetchRequest};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Connections the flood opens: half idle after one request, half holding a frame they
+/// never finish.
+const CONNECTIONS: usize = 10_000;
+/// Clients each sending maximal fetches of the backlog, one after another, as fast as the
+/// broker answers.
+const GREEDY: usize = 32;
+/// The backlog they read: partitions × batches of about 1 MiB.
+const PARTITIONS: i32 = 4;
+const BATCHES_PER_PARTITION: usize = 18;
+/// The broker's budget for fetched records not yet written to their sockets.
+const FETCH_MEMORY: usize = 256 << 20;
+/// What the broker may hold at its peak (VmHWM): the fetch budget, one batch beyond it per
+/// greedy fetch (KIP-74: a fetch returns its first batch whatever the budget), RocksDB's and
+/// the log tail's caches, and the connections' own buffers.
+const MEMORY_BOUND: u64 = 1 << 30;
+/// Round trips of the normal client in each phase.
+const ROUNDS: usize = 200;
+
+/// Raises this process's open-file limit (and so the broker's, which inherits it) to
+/// `need`, with util-linux's prlimit: std has no setrlimit and the crate takes no new
+/// dependency for one call.
+fn raise_file_limit(need: u64) {
+    let pid = std::process::id().to_string();
+    let out = std::process::Command::new("prlimit")
+        .args([
+            "--pid",
+            &pid,
+            "--nofile",
+            "--raw",
+            "--noheadings",
+            "--output=HARD",
+        ])
+        .output()
+        .expect("prlimit (util-linux) runs");
+    let hard: u64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(u64::MAX);
+    assert!(
+        hard >= need,
+        "the flood needs {need} open files per process; the hard limit is {hard} (raise it with ulimit -Hn)"
+    );
+    let status = std::process::Command::new("prlimit")
+        .args(["--pid", &pid, &format!("--nofile={need}:{hard}")])
+        .status()
+        .unwrap();
+    assert!(status.success(), "prlimit could not raise the file limit");
+}
+
+/// A figure of the broker's /proc/PID/status, in bytes (VmRSS, VmHWM).
+fn proc_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
+        * 1024
+}
+
+fn open_connections(metrics: SocketAddr) -> f64 {
+    let (_, text) = http_get(metrics, "/metrics");
+    metric_value(
+        &text,
+        "kafka_server_socket_server_metrics_connection_count",
+        &[("listener", "PLAINTEXT")],
+    )
+    .unwrap_or(0.0)
+}
+
+/// Latencies of one phase of the normal client: each round produces one record (acks=1)
+/// and fetches it back.
+struct Phase {
+    produce: Vec<Duration>,
+    fetch: Vec<Duration>,
+}
+
+impl Phase {
+    fn line(&self, name: &str) -> String {
+        let q = |v: &[Duration], p: f64| {
+            let mut v = v.to_vec();
+            v.sort();
+            let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
+            v[i].as_secs_f64() * 1000.0
+        };
+        format!(
+            "{name:<7} produce p50 {:7.2} ms p99 {:7.2} ms max {:7.2} ms | fetch p50 {:7.2} ms p99 {:7.2} ms max {:7.2} ms",
+            q(&self.produce, 0.5),
+            q(&self.produce, 0.99),
+            q(&self.produce, 1.0),
+            q(&self.fetch, 0.5),
+            q(&self.fetch, 0.99),
+            q(&self.fetch, 1.0),
+        )
+    }
+}
+
+/// The normal client: `ROUNDS` produce-then-fetch round trips on the `steady` topic, every
+/// record read back as written.
+fn steady_rounds(c: &mut Client, phase: &str) -> Phase {
+    let mut out = Phase {
+        produce: Vec::new(),
+        fetch: Vec::new(),
+    };
+    for i in 0..ROUNDS {
+        let value = format!("{phase}-{i}");
+        let t = Instant::now();
+        let (err, offset) = c.produce("steady", 0, batch(&[&value]), 1);
+        out.produce.push(t.elapsed());
+        assert_eq!(err, 0, "{phase}: produce {i} failed");
+        let t = Instant::now();
+        let (err, _, records) = c.fetch("steady", 0, offset);
+        out.fetch.push(t.elapsed());
+        assert_eq!(err, 0, "{phase}: fetch {i} failed");
+        assert_eq!(
+            records.first(),
+            Some(&(offset, value)),
+            "{phase}: round {i}"
+        );
+    }
+    out
+}
+
+/// A fetch of the whole backlog, every partition from offset 0, as large as the broker
+/// allows.
+fn maximal_fetch(correlation: i32) -> Bytes {
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(i32::MAX)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name("backlog"))
+            .with_partitions(
+                (0..PARTITIONS)
+                    .map(|p| {
+                        FetchPartition::default()
+                            .with_partition(p)
+                            .with_fetch_offset(0)
+                            .with_current_leader_epoch(-1)
+                            .with_last_fetched_epoch(-1)
+                            .with_partition_max_bytes(i32::MAX)
+                    })
+                    .collect(),
+            )]);
+    cairn::wire::request_frame(ApiKey::Fetch, 12, correlation, "greedy", &req).unwrap()
+}
+
+/// Reads one response frame, throwing its bytes away as they come; its length.
+async fn skip_frame(s: &mut TcpStream, scratch: &mut [u8]) -> std::io::Result<usize> {
+    let len = s.read_i32().await? as usize;
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(scratch.len());
+        s.read_exact(&mut scratch[..n]).await?;
+        left -= n;
+    }
+    Ok(len)
+}
+
+struct Flood {
+    /// Held open until the flood ends.
+    held: Vec<TcpStream>,
+    greedy: Vec<tokio::task::JoinHandle<(usize, usize)>>,
+}
+
+/// Opens the connections (a few hundred connects at a time, as a crowd of clients would)
+/// and starts the greedy fetchers.
+async fn flood(addr: SocketAddr, stop: Arc<AtomicBool>, fetched: Arc<AtomicUsize>) -> Flood {
+    let api_versions = cairn::wire::request_frame(
+        ApiKey::ApiVersions,
+        3,
+        1,
+        "idle",
+        &ApiVersionsRequest::default(),
+    )
+    .unwrap();
+    let mut held = Vec::with_capacity(CONNECTIONS);
+    for wave in 0..CONNECTIONS / 250 {
+        let mut joins = Vec::new();
+        for i in 0..250 {
+            let n = wave * 250 + i;
+            let api_versions = api_versions.clone();
+            joins.push(tokio::spawn(async move {
+                let mut s = TcpStream::connect(addr).await.expect("connect");
+                if n % 2 == 0 {
+                    // Idle: one request answered, then nothing.
+                    s.write_all(&api_versions).await.unwrap();
+                    let mut scratch = [0u8; 4096];
+                    let len = skip_frame(&mut s, &mut scratch)
+                        .await
+                        .expect("ApiVersions answered");
+                    assert!(len > 8, "ApiVersions answered");
+                } else {
+                    // Slowloris: a length prefix and a few bytes of the frame. Every other
+                    // one claims the largest frame the broker takes (socket.request.max.bytes).
+                    let claim: i32 = if n % 4 == 1 { 200 } else { 100 * 1024 * 1024 };
+                    s.write_all(&claim.to_be_bytes()).await.unwrap();
+                    s.write_all(&api_versions[4..14]).await.unwrap();
+                }
+                s
+            }));
+        }
+        for j in joins {
+            held.push(j.await.unwrap());
+        }
+    }
+    let mut greedy = Vec::with_capacity(GREEDY);
+    for _ in 0..GREEDY {
+        let mut s = TcpStream::connect(addr).await.expect("connect");
+        let (stop, fetched) = (stop.clone(), fetched.clone());
+        greedy.push(tokio::spawn(async move {
+            let mut scratch = vec![0u8; 1 << 20];
+            let (mut responses, mut largest) = (0, 0);
+            let mut correlation = 0;
+            while !stop.load(Ordering::Relaxed) {
+                correlation += 1;
+                s.write_all(&maximal_fetch(correlation)).await.unwrap();
+                let len = skip_frame(&mut s, &mut scratch)
+                    .await
+                    .expect("fetch answered");
+                fetched.fetch_add(len, Ordering::Relaxed);
+                responses += 1;
+                largest = largest.max(len);
+            }
+            (responses, largest)
+        }));
+    }
+    Flood { held, greedy }
+}
+
+#[test]
+fn a_flood_of_connections_and_fetches_leaves_a_normal_client_served_within_a_memory_bound() {
+    raise_file_limit(CONNECTIONS as u64 + GREEDY as u64 + 2_000);
+    let metrics_port = free_port();
+    let metrics: SocketAddr = format!("127.0.0.1:{metrics_port}").parse().unwrap();
+    let broker = Broker::start_with(&[
+        &format!("metrics.listener={metrics}"),
+        &format!("fetch.memory.max.bytes={FETCH_MEMORY}"),
+    ]);
+    let pid = broker.child.as_ref().unwrap().id();
+    let mut c = broker.client();
+    assert_eq!(c.create_topic("backlog", PARTITIONS, &[]), 0);
+    assert_eq!(c.create_topic("steady", 1, &[]), 0);
+    let value = "x".repeat(1000);
+    let values: Vec<&str> = (0..1000).map(|_| value.as_str()).collect();
+    let mut backlog = 0;
+    for p in 0..PARTITIONS {
+        for _ in 0..BATCHES_PER_PARTITION {
+            let b = batch(&values);
+            backlog += b.len();
+            assert_eq!(c.produce("backlog", p, b, 1).0, 0);
+        }
+    }
+
+    let quiet = steady_rounds(&mut c, "quiet");
+    let connections_quiet = open_connections(metrics);
+    let rss_quiet = proc_kib(pid, "VmRSS");
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let fetched = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let flood = rt.block_on(flood(broker.addr, stop.clone(), fetched.clone()));
+    let opened_in = started.elapsed();
+    // Every connection of the flood is accepted and held (the last ones' tasks may be a
+    // moment behind their connect).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let flooded = connections_quiet + (CONNECTIONS + GREEDY) as f64;
+    while open_connections(metrics) < flooded {
+        assert!(
+            Instant::now() < deadline,
+            "the broker holds {} connections, not all {CONNECTIONS} of the flood and the {GREEDY} greedy ones",
+            open_connections(metrics)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let during = steady_rounds(&mut c, "flood");
+    stop.store(true, Ordering::Relaxed);
+    let greedy: Vec<(usize, usize)> = flood
+        .greedy
+        .into_iter()
+        .map(|g| rt.block_on(g).unwrap())
+        .collect();
+    let flood_secs = started.elapsed().as_secs_f64();
+    let peak = proc_kib(pid, "VmHWM");
+    let rss_flood = proc_kib(pid, "VmRSS");
+    drop(flood.held);
+    drop(rt);
+
+    // Recovery: every flood connection is let go, and the normal client is served as before.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while open_connections(metrics) > connections_quiet {
+        assert!(
+            Instant::now() < deadline,
+            "the broker still counts {} connections a minute after the flood ended (before it: {connections_quiet})",
+            open_connections(metrics)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let after = steady_rounds(&mut c, "after");
+    let rss_after = proc_kib(pid, "VmRSS");
+
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let responses: usize = greedy.iter().map(|g| g.0).sum();
+    let largest = greedy.iter().map(|g| g.1).max().unwrap_or(0);
+    println!(
+        "flood: {CONNECTIONS} connections opened in {:.1} s; {GREEDY} greedy clients got {responses} fetch responses, {:.0} MiB in all, the largest {:.1} MiB, of a {:.1} MiB backlog, over {flood_secs:.1} s",
+        opened_in.as_secs_f64(),
+        mib(fetched.load(Ordering::Relaxed) as u64),
+        mib(largest as u64),
+        mib(backlog as u64),
+    );
+    println!("{}", quiet.line("quiet"));
+    println!("{}", during.line("flood"));
+    println!("{}", after.line("after"));
+    println!(
+        "broker memory: resident {:.0} MiB quiet, {:.0} MiB at the flood's end, {:.0} MiB after; peak {:.0} MiB (bound {:.0} MiB, fetch budget {:.0} MiB)",
+        mib(rss_quiet),
+        mib(rss_flood),
+        mib(rss_after),
+        mib(peak),
+        mib(MEMORY_BOUND),
+        mib(FETCH_MEMORY as u64),
+    );
+    for (i, (n, largest)) in greedy.iter().enumerate() {
+        // An answer without records is about 100 bytes; one batch of the backlog is 1 MB.
+        assert!(
+            *n > 0 && *largest > 100 << 10,
+            "greedy client {i} got no records"
+        );
+    }
+    assert!(
+        peak <= MEMORY_BOUND,
+        "the broker's peak resident memory was {:.0} MiB, over the bound of {:.0} MiB",
+        mib(peak),
+        mib(MEMORY_BOUND)
+    );
+}
