@@ -89,6 +89,25 @@ fn open_connections(metrics: SocketAddr) -> f64 {
     .unwrap_or(0.0)
 }
 
+/// Waits (at most `secs`) until the broker's count of open connections is `done`;
+/// fails with `what` of the last count.
+fn await_connections(
+    metrics: SocketAddr,
+    secs: u64,
+    done: impl Fn(f64) -> bool,
+    what: impl Fn(f64) -> String,
+) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let n = open_connections(metrics);
+        if done(n) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{}", what(n));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Latencies of one phase of the normal client: each round produces one record (acks=1)
 /// and fetches it back.
 struct Phase {
@@ -291,16 +310,15 @@ fn a_flood_of_connections_and_fetches_leaves_a_normal_client_served_within_a_mem
     let opened_in = started.elapsed();
     // Every connection of the flood is accepted and held (the last ones' tasks may be a
     // moment behind their connect).
-    let deadline = Instant::now() + Duration::from_secs(30);
     let flooded = connections_quiet + (CONNECTIONS + GREEDY) as f64;
-    while open_connections(metrics) < flooded {
-        assert!(
-            Instant::now() < deadline,
-            "the broker holds {} connections, not all {CONNECTIONS} of the flood and the {GREEDY} greedy ones",
-            open_connections(metrics)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    await_connections(
+        metrics,
+        30,
+        |n| n >= flooded,
+        |n| {
+            format!("the broker holds {n} connections, not all {CONNECTIONS} of the flood and the {GREEDY} greedy ones")
+        },
+    );
     let during = steady_rounds(&mut c, "flood");
     stop.store(true, Ordering::Relaxed);
     let greedy: Vec<(usize, usize)> = flood
@@ -315,15 +333,14 @@ fn a_flood_of_connections_and_fetches_leaves_a_normal_client_served_within_a_mem
     drop(rt);
 
     // Recovery: every flood connection is let go, and the normal client is served as before.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while open_connections(metrics) > connections_quiet {
-        assert!(
-            Instant::now() < deadline,
-            "the broker still counts {} connections a minute after the flood ended (before it: {connections_quiet})",
-            open_connections(metrics)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    await_connections(
+        metrics,
+        60,
+        |n| n <= connections_quiet,
+        |n| {
+            format!("the broker still counts {n} connections a minute after the flood ended (before it: {connections_quiet})")
+        },
+    );
     let after = steady_rounds(&mut c, "after");
     let rss_after = proc_kib(pid, "VmRSS");
 
