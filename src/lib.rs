@@ -54,6 +54,7 @@
 //! log start offsets (`meta`). In memory: the catalog snapshot, each partition's LEO, HW,
 //! leader-epoch cache, producer states and a cache of its most recent batches.
 
+pub mod allocator;
 pub mod broker;
 pub mod clock;
 pub mod config;

@@ -27,10 +27,9 @@ struct Args {
     overrides: Vec<String>,
 }
 
-/// mimalloc keeps freed pages for reuse where glibc's malloc returned a fetch's
-/// megabyte-sized buffers to the kernel and faulted them in again on the next read.
+/// mimalloc, with the largest blocks mapped from the kernel (see the module).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: cairn::allocator::Allocator = cairn::allocator::Allocator;
 
 fn main() -> ExitCode {
     let started = Instant::now();

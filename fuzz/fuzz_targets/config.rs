@@ -9,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 
 /// The broker's allocator, so memory behaves as in the broker.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: cairn::allocator::Allocator = cairn::allocator::Allocator;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

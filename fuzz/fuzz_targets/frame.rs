@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 
 /// The broker's allocator, so memory behaves as in the broker.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: cairn::allocator::Allocator = cairn::allocator::Allocator;
 
 /// Small, so lengths around and over it are within the fuzzer's reach.
 const FRAME_BYTES_MAX: usize = 4096;

@@ -17,7 +17,7 @@ use libfuzzer_sys::fuzz_target;
 
 /// The broker's allocator, so memory behaves as in the broker.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: cairn::allocator::Allocator = cairn::allocator::Allocator;
 use tokio::runtime::Runtime;
 
 struct World {
