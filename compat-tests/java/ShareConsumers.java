@@ -4,10 +4,13 @@
 //
 //   ShareConsumers BOOTSTRAP GROUP TOPIC RECORDS TIMEOUT_MS
 //
-// 1. Polls the three until ShareGroupDescribe shows each of them assigned the partition
-//    (a share partition starts at the latest offset when first assigned), then produces
-//    RECORDS records "v<i>", of which those with i % 10 == 3 end in "-reject" and those
-//    with i % 7 == 5 in "-release".
+// 1. Sets the group's share.auto.offset.reset to earliest, polls the three until
+//    ShareGroupDescribe shows each of them assigned the partition, then produces RECORDS
+//    records "v<i>", of which those with i % 10 == 3 end in "-reject" and those with
+//    i % 7 == 5 in "-release". (With the default, latest, the partition's leader picks the
+//    start when it first initializes the share partition, as Kafka's does: on a cluster
+//    whose leader is not the group's coordinator that is the first ShareFetch, which can
+//    come after the records, and then none is delivered.)
 // 2. Rounds: each consumer polls once, holding what it got; the three sets must not
 //    overlap (a record is locked by one member). Then each acknowledges what it holds:
 //    REJECT the "-reject" records, RELEASE the "-release" ones on their first delivery,
@@ -24,12 +27,15 @@
 import java.time.Duration;
 import java.util.*;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ShareGroupDescription;
 import org.apache.kafka.clients.admin.ShareMemberDescription;
 import org.apache.kafka.clients.consumer.*;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -49,12 +55,15 @@ public class ShareConsumers {
         int records = Integer.parseInt(args[3]);
         long deadline = System.currentTimeMillis() + Long.parseLong(args[4]);
 
-        List<KafkaShareConsumer<String, String>> cs = new ArrayList<>();
-        for (int i = 0; i < 3; i++) cs.add(consumer(bootstrap, group, i, topic));
-
         // 1. Every member assigned the partition.
+        List<KafkaShareConsumer<String, String>> cs = new ArrayList<>();
         boolean assigned = false;
         try (Admin a = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+            ConfigResource r = new ConfigResource(ConfigResource.Type.GROUP, group);
+            a.incrementalAlterConfigs(Map.of(r, List.of(
+                    new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET))))
+                .all().get();
+            for (int i = 0; i < 3; i++) cs.add(consumer(bootstrap, group, i, topic));
             while (!assigned && System.currentTimeMillis() < deadline) {
                 for (KafkaShareConsumer<String, String> c : cs) {
                     if (!c.poll(Duration.ofMillis(100)).isEmpty()) problem("a record before any was produced");
