@@ -4,7 +4,7 @@
 mod common;
 
 use bytes::BytesMut;
-use common::{batch, Broker, Client};
+use common::{batch, proc_status_bytes, Broker, Client};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchResponse, MetadataRequest,
     MetadataResponse,
@@ -506,9 +506,7 @@ fn fetches_are_capped_by_the_brokers_fetch_max_bytes() {
 /// The broker's resident memory, in KiB.
 fn rss_kib(b: &Broker) -> u64 {
     let pid = b.child.as_ref().expect("the broker runs").id();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    proc_status_bytes(pid, "VmRSS") / 1024
 }
 
 /// A ListGroups v5 request whose StatesFilter claims `n` strings and holds none: the

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{batch, free_port, http_get, metric_value, name, Broker, Client};
+use common::{batch, free_port, http_get, metric_value, name, proc_status_bytes, Broker, Client};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, BrokerId, FetchRequest};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -66,17 +66,6 @@ fn raise_file_limit(need: u64) {
         .status()
         .unwrap();
     assert!(status.success(), "prlimit could not raise the file limit");
-}
-
-/// A figure of the broker's /proc/PID/status, in bytes (VmRSS, VmHWM).
-fn proc_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
-        * 1024
 }
 
 fn open_connections(metrics: SocketAddr) -> f64 {
@@ -296,7 +285,7 @@ fn a_flood_of_connections_and_fetches_leaves_a_normal_client_served_within_a_mem
 
     let quiet = steady_rounds(&mut c, "quiet");
     let connections_quiet = open_connections(metrics);
-    let rss_quiet = proc_kib(pid, "VmRSS");
+    let rss_quiet = proc_status_bytes(pid, "VmRSS");
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -327,8 +316,8 @@ fn a_flood_of_connections_and_fetches_leaves_a_normal_client_served_within_a_mem
         .map(|g| rt.block_on(g).unwrap())
         .collect();
     let flood_secs = started.elapsed().as_secs_f64();
-    let peak = proc_kib(pid, "VmHWM");
-    let rss_flood = proc_kib(pid, "VmRSS");
+    let peak = proc_status_bytes(pid, "VmHWM");
+    let rss_flood = proc_status_bytes(pid, "VmRSS");
     drop(flood.held);
     drop(rt);
 
@@ -342,7 +331,7 @@ fn a_flood_of_connections_and_fetches_leaves_a_normal_client_served_within_a_mem
         },
     );
     let after = steady_rounds(&mut c, "after");
-    let rss_after = proc_kib(pid, "VmRSS");
+    let rss_after = proc_status_bytes(pid, "VmRSS");
 
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     let responses: usize = greedy.iter().map(|g| g.0).sum();

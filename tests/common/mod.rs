@@ -33,6 +33,17 @@ pub fn listening(addr: SocketAddr) -> bool {
     TcpStream::connect(addr).is_ok_and(|s| s.local_addr().ok() != s.peer_addr().ok())
 }
 
+/// A figure of a process's /proc/PID/status, in bytes (VmRSS, VmHWM).
+pub fn proc_status_bytes(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
+        * 1024
+}
+
 /// A loopback port no other broker of this test process has been given. Tests run in
 /// parallel, and the OS may hand the same just-released port to two of them.
 pub fn free_port() -> u16 {
