@@ -600,11 +600,7 @@ impl PartitionLog {
     /// Reads stored batches from `from` (not the tail cache: the cleaner must see what
     /// storage holds).
     async fn read_stored(&self, from: i64, max_bytes: usize) -> Result<Bytes> {
-        let store = self.store.clone();
-        let id = self.id;
-        tokio::task::spawn_blocking(move || store.read(id, from, max_bytes))
-            .await
-            .map_err(|e| Error::Storage(format!("read task failed: {e}")))?
+        super::read_stored(&self.store, self.id, from, max_bytes).await
     }
 }
 

@@ -38,6 +38,34 @@ pub const TAIL_CACHE_BYTES_MAX: usize = 2 << 20;
 pub const TAIL_CACHE_TOTAL_BYTES_MAX: usize = 64 << 20;
 pub(crate) static TAIL_CACHE_TOTAL: AtomicUsize = AtomicUsize::new(0);
 
+/// Store reads running at once, broker-wide: one per core. Fetches read on tokio's
+/// blocking pool, which grows a thread per read; unbounded, 32 greedy consumers reading a
+/// backlog ran about 130 reading threads on two cores, and every other client's request
+/// waited its turn among them (a producer's p50 went from 0.05 to 25 ms, docs/FLOOD.md).
+/// With a slot per core the reads take as much of the cores as before, in turn, and the
+/// other requests' tasks find a core free.
+static STORE_READS: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::LazyLock::new(|| {
+    tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(1, |n| n.get()))
+});
+
+/// Reads stored batches of `id` from `from`, up to `max_bytes`, once a store read slot is
+/// free, charging the work to the request being metered.
+async fn read_stored(
+    store: &Arc<dyn LogStore>,
+    id: PartitionId,
+    from: i64,
+    max_bytes: usize,
+) -> Result<Bytes> {
+    let _slot = STORE_READS
+        .acquire()
+        .await
+        .expect("the semaphore is never closed");
+    let store = store.clone();
+    crate::thread_time::blocking(move || store.read(id, from, max_bytes))
+        .await
+        .map_err(|e| Error::Storage(format!("read task failed: {e}")))?
+}
+
 /// How a produced batch is to be appended.
 #[derive(Debug, Clone, Copy)]
 pub struct AppendOptions {
@@ -665,11 +693,7 @@ impl PartitionLog {
         let batches = match from_tail {
             Some(b) => b,
             None => {
-                let store = self.store.clone();
-                let id = self.id;
-                let read = crate::thread_time::blocking(move || store.read(id, offset, max_bytes))
-                    .await
-                    .map_err(|e| Error::Storage(format!("read task failed: {e}")))??;
+                let read = read_stored(&self.store, self.id, offset, max_bytes).await?;
                 // Whole batches below `upper`: a prefix of what was read.
                 let (mut end, mut last) = (0, None);
                 while let Ok(h) = BatchHeader::parse(&read[end..]) {
