@@ -28,8 +28,10 @@ test:
 	python3 tests/faults/harness.py $(CAIRN) --secured --faults $(SECURED_FAULTS)
 	./compat-tests/run-all.sh $(CAIRN)
 
-# Each fuzz target's share of `make test`, after replaying its seeds and regressions.
-FUZZ_SMOKE_SECONDS := 30
+# Each fuzz target's share of `make test`, after replaying its seeds and regressions
+# (issue 17 asks for a few minutes each; CI's hour leaves room for one): two at a time on
+# two cores, 3 minutes in all, as 30 s each one after another took.
+FUZZ_SMOKE_SECONDS := 60
 
 # The faults `make test` runs again on a cluster that replicates over SASL_SSL (--secured):
 # the ones that make brokers dial, log in and re-authenticate anew, about 2 minutes.

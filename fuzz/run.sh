@@ -5,7 +5,8 @@
 #   fuzz/run.sh TARGET [SECONDS]        fuzz one target (default 60 s), its corpus growing in
 #                                       $FUZZ_HOME/corpus/TARGET from fuzz/seeds/TARGET
 #   fuzz/run.sh smoke [SECONDS]         each target for SECONDS (default 45) after replaying
-#                                       its seeds and regressions: what `make test` runs
+#                                       its seeds and regressions, as many at a time as there
+#                                       are cores (FUZZ_JOBS): what `make test` runs
 #   fuzz/run.sh replay TARGET FILE...   run inputs once (a crasher, to debug it)
 #
 # A crash, panic, hang (-timeout) or memory over the limit (-rss_limit_mb) stops the run,
@@ -71,13 +72,41 @@ case "${1:-}" in
     build) build ;;
     smoke)
         build
+        # As many targets at a time as there are cores (FUZZ_JOBS), each on a core of its
+        # own for its seconds; each one's output goes to a log, shown once its wave ends.
+        jobs="${FUZZ_JOBS:-$(nproc)}"
+        mkdir -p "$FUZZ_HOME/logs"
+        wave=() failed=()
+        end_wave() {
+            local t
+            for t in "${wave[@]}"; do
+                if wait "${pid[$t]}"; then
+                    echo "== $t passed"
+                    grep -E '^(Done|stat::(number_of_executed_units|peak_rss_mb))' "$FUZZ_HOME/logs/$t.log" || true
+                else
+                    echo "== $t FAILED; the end of its log ($FUZZ_HOME/logs/$t.log):"
+                    tail -n 60 "$FUZZ_HOME/logs/$t.log"
+                    failed+=("$t")
+                fi
+            done
+            wave=()
+        }
+        declare -A pid=()
         for t in "${TARGETS[@]}"; do
             if [ -n "${SMOKE_SKIP[$t]:-}" ]; then
                 echo "== SKIPPED $t, not fuzzed and not counted: ${SMOKE_SKIP[$t]}"
                 continue
             fi
-            fuzz "$t" "${2:-45}"
+            fuzz "$t" "${2:-45}" > "$FUZZ_HOME/logs/$t.log" 2>&1 &
+            pid[$t]=$!
+            wave+=("$t")
+            [ "${#wave[@]}" -ge "$jobs" ] && end_wave
         done
+        [ "${#wave[@]}" -gt 0 ] && end_wave
+        if [ "${#failed[@]}" -gt 0 ]; then
+            echo "fuzz smoke: failed: ${failed[*]}"
+            exit 1
+        fi
         ;;
     replay)
         t="$2"; shift 2
