@@ -37,7 +37,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 
 use super::batch::{self, BatchHeader, ControlType};
-use super::{PartitionLog, TAIL_CACHE_TOTAL};
+use super::{read_stored, PartitionLog, TAIL_CACHE_TOTAL};
 use crate::error::{Error, Result};
 use crate::storage::{AbortedTxn, BatchMeta};
 
@@ -431,7 +431,8 @@ impl PartitionLog {
         let mut walk = TxnWalk::new(&aborted, first_dirty);
         let mut mapped_to = first_dirty;
         'map: while mapped_to < end {
-            let chunk = self.read_stored(mapped_to, READ_CHUNK).await?;
+            // From the store, not the tail cache: the cleaner must see what storage holds.
+            let chunk = read_stored(&self.store, self.id, mapped_to, READ_CHUNK).await?;
             io.observe(chunk.len() as u64).await;
             let mut any = false;
             for (h, bytes) in batches(&chunk) {
@@ -482,7 +483,7 @@ impl PartitionLog {
         let mut at = self.read_state().log_start;
         let mut walk = TxnWalk::new(&aborted, at);
         'filter: while at < mapped_to {
-            let chunk = self.read_stored(at, READ_CHUNK).await?;
+            let chunk = read_stored(&self.store, self.id, at, READ_CHUNK).await?;
             io.observe(chunk.len() as u64).await;
             let mut any = false;
             for (h, bytes) in batches(&chunk) {
@@ -595,12 +596,6 @@ impl PartitionLog {
         s.tail_bytes -= freed;
         TAIL_CACHE_TOTAL.fetch_sub(freed, Ordering::Relaxed);
         Ok(Some(report))
-    }
-
-    /// Reads stored batches from `from` (not the tail cache: the cleaner must see what
-    /// storage holds).
-    async fn read_stored(&self, from: i64, max_bytes: usize) -> Result<Bytes> {
-        super::read_stored(&self.store, self.id, from, max_bytes).await
     }
 }
 
