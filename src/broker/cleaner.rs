@@ -311,6 +311,12 @@ impl Broker {
                 true
             }
             Ok(None) => false,
+            // At shutdown the runtime cancels a write not yet started: nothing was changed
+            // (a pass commits in one atomic write), and the next start cleans again.
+            Err(err) if self.is_shutting_down() => {
+                tracing::info!(topic = %topic.name, partition = p.index, error = %err, "cleaning stopped by the shutdown");
+                false
+            }
             Err(err) => {
                 tracing::error!(topic = %topic.name, partition = p.index, error = %err, "cleaning failed");
                 false

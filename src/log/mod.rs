@@ -187,7 +187,8 @@ struct ReadState {
 }
 
 /// Kafka's active segment, kept as bounds only (the store has no segments): it starts at
-/// the first batch appended after the previous one filled up or grew old, and at start-up.
+/// the first batch appended after the previous one filled up or grew old; at start-up, at
+/// the newest batch stored.
 #[derive(Debug, Clone, Copy)]
 struct ActiveSegment {
     start: i64,
@@ -325,9 +326,16 @@ impl PartitionLog {
         leader_epoch: i32,
     ) -> Result<PartitionLog> {
         let log_start = store.log_start(id)?.unwrap_or(0);
-        let leo = match store.last_batch(id)? {
+        let last = store.last_batch(id)?;
+        let leo = match &last {
             Some(m) => (m.last_offset + 1).max(log_start),
             None => log_start,
+        };
+        // Kafka's active segment outlives a restart (appends go on into the last segment
+        // file), so the newest batch stays out of the cleaner's reach as it was before.
+        let (active_start, active_bytes) = match &last {
+            Some(m) if m.last_offset >= log_start => (m.base_offset.max(log_start), m.size as u64),
+            _ => (leo, 0),
         };
         let mut producers = HashMap::new();
         let mut open_txns = BTreeMap::new();
@@ -376,9 +384,9 @@ impl PartitionLog {
                 closing_txns: Vec::new(),
                 aborted,
                 active: ActiveSegment {
-                    start: leo,
+                    start: active_start,
                     started_ms: loaded_at,
-                    bytes: 0,
+                    bytes: active_bytes,
                 },
                 segment_limits: SEGMENT_LIMITS_DEFAULT,
                 cleaned_to,
