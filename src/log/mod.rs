@@ -18,6 +18,7 @@
 pub mod batch;
 pub mod clean;
 pub mod producer;
+pub mod reads;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -43,27 +44,47 @@ pub(crate) static TAIL_CACHE_TOTAL: AtomicUsize = AtomicUsize::new(0);
 /// backlog ran about 130 reading threads on two cores, and every other client's request
 /// waited its turn among them (a producer's p50 went from 0.05 to 25 ms, docs/FLOOD.md).
 /// With a slot per core the reads take as much of the cores as before, in turn, and the
-/// other requests' tasks find a core free.
-static STORE_READS: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::LazyLock::new(|| {
-    tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(1, |n| n.get()))
+/// other requests' tasks find a core free. The turns are fair among connections
+/// ([`reads`]).
+static STORE_READS: std::sync::LazyLock<reads::ReadSlots> = std::sync::LazyLock::new(|| {
+    reads::ReadSlots::new(std::thread::available_parallelism().map_or(1, |n| n.get()))
 });
 
-/// Reads stored batches of `id` from `from`, up to `max_bytes`, once a store read slot is
-/// free, charging the work to the request being metered.
+/// The most a read takes from the store in one turn of a slot: a larger read is taken in
+/// pieces, so a read of another connection waits for one piece at most, not a 50 MiB read.
+pub const STORE_READ_PIECE: usize = 4 << 20;
+
+/// Reads stored batches of `id` from `from`, up to `max_bytes` (as [`LogStore::read`]),
+/// once a store read slot is free, charging the work to the request being metered.
 async fn read_stored(
     store: &Arc<dyn LogStore>,
     id: PartitionId,
     from: i64,
     max_bytes: usize,
 ) -> Result<Bytes> {
-    let _slot = STORE_READS
-        .acquire()
-        .await
-        .expect("the semaphore is never closed");
+    let _slot = STORE_READS.acquire().await;
     let store = store.clone();
     crate::thread_time::blocking(move || store.read(id, from, max_bytes))
         .await
         .map_err(|e| Error::Storage(format!("read task failed: {e}")))?
+}
+
+/// As [`read_stored`], appending to `out` (moved to the blocking pool and back).
+async fn read_stored_into(
+    store: &Arc<dyn LogStore>,
+    id: PartitionId,
+    from: i64,
+    max_bytes: usize,
+    mut out: Vec<u8>,
+) -> Result<Vec<u8>> {
+    let _slot = STORE_READS.acquire().await;
+    let store = store.clone();
+    crate::thread_time::blocking(move || {
+        store.read_into(id, from, max_bytes, &mut out)?;
+        Ok(out)
+    })
+    .await
+    .map_err(|e| Error::Storage(format!("read task failed: {e}")))?
 }
 
 /// How a produced batch is to be appended.
@@ -701,25 +722,14 @@ impl PartitionLog {
         let batches = match from_tail {
             Some(b) => b,
             None => {
-                let read = read_stored(&self.store, self.id, offset, max_bytes).await?;
-                // Whole batches below `upper`: a prefix of what was read.
-                let (mut end, mut last) = (0, None);
-                while let Ok(h) = BatchHeader::parse(&read[end..]) {
-                    if h.base_offset >= upper {
-                        break;
-                    }
-                    end += h.size;
-                    last = Some(h);
-                }
-                if !min_one && end > max_bytes {
-                    end = 0;
-                }
-                match last {
-                    Some(h) if end > 0 => {
-                        read_end = Some(h.last_offset() + 1);
-                        vec![read.slice(..end)]
-                    }
-                    _ => Vec::new(),
+                let (records, end) = self
+                    .read_in_pieces(offset, max_bytes, min_one, upper)
+                    .await?;
+                read_end = end;
+                if records.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![records]
                 }
             }
         };
@@ -742,6 +752,61 @@ impl PartitionLog {
             log_start_offset: offsets.2,
             aborted,
         })
+    }
+
+    /// Whole batches from the one holding `offset`, below `upper`, within `max_bytes` (one
+    /// at least when `min_one`), read from the store in pieces of at most
+    /// [`STORE_READ_PIECE`], each in its own turn of a read slot; with the offset after the
+    /// last batch read. A read of one piece returns the store's buffer; a longer one fills
+    /// one buffer, piece after piece.
+    async fn read_in_pieces(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+        upper: i64,
+    ) -> Result<(Bytes, Option<i64>)> {
+        let (mut next, mut read_end) = (offset, None);
+        // The whole batches of `piece` to keep (from `at` bytes into the read): their
+        // length, and whether the read goes on after them.
+        let keep = |piece: &[u8], at: usize, next: &mut i64| {
+            let mut end = 0;
+            while let Ok(h) = BatchHeader::parse(&piece[end..]) {
+                let past = at + end + h.size > max_bytes && (at + end > 0 || !min_one);
+                if h.base_offset >= upper || past {
+                    return (end, false);
+                }
+                end += h.size;
+                *next = h.last_offset() + 1;
+            }
+            (end, end > 0)
+        };
+        let budget = |read: usize| (max_bytes.saturating_sub(read)).clamp(1, STORE_READ_PIECE);
+        let first = read_stored(&self.store, self.id, next, budget(0)).await?;
+        let (end, more) = keep(&first, 0, &mut next);
+        if end > 0 {
+            read_end = Some(next);
+        }
+        if !more || next >= upper || end >= max_bytes {
+            return Ok((first.slice(..end), read_end));
+        }
+        let room = max_bytes.min(self.size_bytes() as usize).max(2 * end);
+        let mut buf = Vec::with_capacity(room);
+        buf.extend_from_slice(&first[..end]);
+        drop(first);
+        while next < upper && buf.len() < max_bytes {
+            let at = buf.len();
+            buf = read_stored_into(&self.store, self.id, next, budget(at), buf).await?;
+            let (end, more) = keep(&buf[at..], at, &mut next);
+            buf.truncate(at + end);
+            if end > 0 {
+                read_end = Some(next);
+            }
+            if !more {
+                break;
+            }
+        }
+        Ok((Bytes::from(buf), read_end))
     }
 
     /// The aborted transactions that may have records in [from, upper): those whose marker
@@ -1402,6 +1467,54 @@ mod tests {
             "one batch even past max_bytes"
         );
         assert_eq!(l2.end_offset_for_epoch(0), (0, 3));
+    }
+
+    #[tokio::test]
+    async fn a_read_larger_than_a_piece_comes_whole_and_within_its_bytes() {
+        let store = Arc::new(MemoryStore::default());
+        let l = log(&store);
+        // Ten batches of about 0.4 pieces each.
+        let value = vec![7u8; STORE_READ_PIECE * 2 / 5];
+        for i in 0..10 {
+            l.append(&Bytes::from(batch(&[&value], None, i)), opts())
+                .await
+                .unwrap();
+        }
+        let size = l.size_bytes() as usize / 10;
+        // From storage, not the tail cache.
+        let l = log(&store);
+        let bases = |r: &ReadResult| -> Vec<i64> {
+            batch::headers(&r.records).map(|h| h.base_offset).collect()
+        };
+        let all = l
+            .read(0, 100 * size, true, ReadUpTo::HighWatermark)
+            .await
+            .unwrap();
+        assert_eq!(bases(&all), (0..10).collect::<Vec<_>>());
+        assert_eq!(all.records.len(), 10 * size);
+        // Seven batches fit in 7.5 batches' bytes, in three pieces.
+        let r = l
+            .read(3, size * 15 / 2, false, ReadUpTo::HighWatermark)
+            .await
+            .unwrap();
+        assert_eq!(bases(&r), (3..10).collect::<Vec<_>>());
+        assert_eq!(&r.records[..], &all.records[3 * size..]);
+        let r = l
+            .read(1, size * 5 / 2, false, ReadUpTo::HighWatermark)
+            .await
+            .unwrap();
+        assert_eq!(bases(&r), vec![1, 2]);
+        // A batch larger than the bytes allowed: only when the read must return one.
+        let r = l
+            .read(0, size / 2, false, ReadUpTo::HighWatermark)
+            .await
+            .unwrap();
+        assert!(r.records.is_empty());
+        let r = l
+            .read(0, size / 2, true, ReadUpTo::HighWatermark)
+            .await
+            .unwrap();
+        assert_eq!(bases(&r), vec![0]);
     }
 
     #[tokio::test]

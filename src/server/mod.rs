@@ -264,8 +264,17 @@ fn before_authentication(broker: &Arc<Broker>, ctx: &Connection, frame: &Bytes) 
     }
 }
 
-/// Serves a connection's requests until it closes or the broker shuts down.
-async fn connection<R, W>(broker: Arc<Broker>, ctx: Connection, rd: R, mut wr: W)
+/// Serves a connection's requests until it closes or the broker shuts down; its store
+/// reads take turns with other connections' (`log::reads`).
+async fn connection<R, W>(broker: Arc<Broker>, ctx: Connection, rd: R, wr: W)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    crate::log::reads::as_one_reader(requests(broker, ctx, rd, wr)).await
+}
+
+async fn requests<R, W>(broker: Arc<Broker>, ctx: Connection, rd: R, mut wr: W)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,

@@ -98,6 +98,18 @@ pub trait LogStore: Send + Sync + 'static {
     /// not once per batch and again to join them.)
     fn read(&self, partition: PartitionId, from_offset: i64, max_bytes: usize) -> Result<Bytes>;
 
+    /// As [`LogStore::read`], appending to `out` (a read taken in pieces fills one buffer).
+    fn read_into(
+        &self,
+        partition: PartitionId,
+        from_offset: i64,
+        max_bytes: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        out.extend_from_slice(&self.read(partition, from_offset, max_bytes)?);
+        Ok(())
+    }
+
     /// Calls `f` with the metadata of each batch whose last offset is at or after
     /// `from_offset`, in offset order, until `f` returns false.
     fn scan_batches(

@@ -55,6 +55,60 @@ fn storage_err(e: rocksdb::Error) -> Error {
 }
 
 impl RocksStore {
+    /// For a read: the base offset of the batch holding `from_offset` and the bytes of the
+    /// batches to read, from the index (so the buffer is allocated once).
+    fn plan_read(
+        &self,
+        partition: PartitionId,
+        from_offset: i64,
+        max_bytes: usize,
+    ) -> Result<Option<(i64, usize)>> {
+        let (mut first, mut sized) = (None, 0usize);
+        self.scan_batches(partition, from_offset, &mut |m| {
+            let size = m.size as usize;
+            if first.is_some() && sized + size > max_bytes {
+                return false;
+            }
+            first.get_or_insert(m.base_offset);
+            sized += size;
+            sized < max_bytes
+        })?;
+        Ok(first.map(|f| (f, sized)))
+    }
+
+    /// Appends the batches from `first` to `out`, as many as fit in `max_bytes` (one at
+    /// least).
+    fn read_batches(
+        &self,
+        partition: PartitionId,
+        first: i64,
+        max_bytes: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        // RocksDB's own block and blob checksums are not checked on this path: every batch
+        // carries its CRC-32C, which the leader checked on append and consumers check on
+        // receipt (Kafka does not re-check it on fetch either); checking both cost ~5% of
+        // a backlog read's CPU.
+        let mut ro = Self::partition_bounds(partition);
+        ro.set_verify_checksums(false);
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_LOG), ro);
+        it.seek(batch_key(partition, first));
+        let mut read = 0;
+        while it.valid() {
+            let Some(value) = it.value() else { break };
+            if read > 0 && read + value.len() > max_bytes {
+                break;
+            }
+            out.extend_from_slice(value);
+            read += value.len();
+            if read >= max_bytes {
+                break;
+            }
+            it.next();
+        }
+        it.status().map_err(storage_err)
+    }
+
     /// Opens (creating if needed) the database in `dir`.
     pub fn open(dir: &Path) -> Result<RocksStore> {
         std::fs::create_dir_all(dir)
@@ -207,43 +261,26 @@ impl LogStore for RocksStore {
     }
 
     fn read(&self, partition: PartitionId, from_offset: i64, max_bytes: usize) -> Result<Bytes> {
-        // The index says which batch holds from_offset, and how many bytes the batches to
-        // read take (so the buffer is allocated once); the log is then read forward.
-        let (mut first, mut sized) = (None, 0usize);
-        self.scan_batches(partition, from_offset, &mut |m| {
-            let size = m.size as usize;
-            if first.is_some() && sized + size > max_bytes {
-                return false;
-            }
-            first.get_or_insert(m.base_offset);
-            sized += size;
-            sized < max_bytes
-        })?;
-        let Some(first) = first else {
+        let Some((first, sized)) = self.plan_read(partition, from_offset, max_bytes)? else {
             return Ok(Bytes::new());
         };
-        // RocksDB's own block and blob checksums are not checked on this path: every batch
-        // carries its CRC-32C, which the leader checked on append and consumers check on
-        // receipt (Kafka does not re-check it on fetch either); checking both cost ~5% of
-        // a backlog read's CPU.
-        let mut ro = Self::partition_bounds(partition);
-        ro.set_verify_checksums(false);
-        let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_LOG), ro);
-        it.seek(batch_key(partition, first));
         let mut out = self.buffers.take(sized);
-        while it.valid() {
-            let Some(value) = it.value() else { break };
-            if !out.is_empty() && out.len() + value.len() > max_bytes {
-                break;
-            }
-            out.extend_from_slice(value);
-            if out.len() >= max_bytes {
-                break;
-            }
-            it.next();
-        }
-        it.status().map_err(storage_err)?;
+        self.read_batches(partition, first, max_bytes, &mut out)?;
         Ok(self.buffers.freeze(out))
+    }
+
+    fn read_into(
+        &self,
+        partition: PartitionId,
+        from_offset: i64,
+        max_bytes: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        if let Some((first, sized)) = self.plan_read(partition, from_offset, max_bytes)? {
+            out.reserve(sized);
+            self.read_batches(partition, first, max_bytes, out)?;
+        }
+        Ok(())
     }
 
     fn scan_batches(
