@@ -1473,8 +1473,8 @@ mod tests {
     async fn a_read_larger_than_a_piece_comes_whole_and_within_its_bytes() {
         let store = Arc::new(MemoryStore::default());
         let l = log(&store);
-        // Ten batches of about 0.4 pieces each.
-        let value = vec![7u8; STORE_READ_PIECE * 2 / 5];
+        // Ten batches of about a fifth of a piece each (within opts()' 1 MiB message size).
+        let value = vec![7u8; STORE_READ_PIECE / 5];
         for i in 0..10 {
             l.append(&Bytes::from(batch(&[&value], None, i)), opts())
                 .await
@@ -1492,7 +1492,7 @@ mod tests {
             .unwrap();
         assert_eq!(bases(&all), (0..10).collect::<Vec<_>>());
         assert_eq!(all.records.len(), 10 * size);
-        // Seven batches fit in 7.5 batches' bytes, in three pieces.
+        // Seven batches fit in 7.5 batches' bytes, in two pieces.
         let r = l
             .read(3, size * 15 / 2, false, ReadUpTo::HighWatermark)
             .await
