@@ -54,19 +54,27 @@ static STORE_READS: std::sync::LazyLock<reads::ReadSlots> = std::sync::LazyLock:
 /// pieces, so a read of another connection waits for one piece at most, not a 50 MiB read.
 pub const STORE_READ_PIECE: usize = 4 << 20;
 
-/// Reads stored batches of `id` from `from`, up to `max_bytes` (as [`LogStore::read`]),
-/// once a store read slot is free, charging the work to the request being metered.
+/// Runs `read` on the blocking pool once a store read slot is free, charging the work to
+/// the request being metered.
+async fn in_a_read_slot<T: Send + 'static>(
+    read: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let _slot = STORE_READS.acquire().await;
+    crate::thread_time::blocking(read)
+        .await
+        .map_err(|e| Error::Storage(format!("read task failed: {e}")))?
+}
+
+/// Reads stored batches of `id` from `from`, up to `max_bytes` (as [`LogStore::read`]), in
+/// a store read slot.
 async fn read_stored(
     store: &Arc<dyn LogStore>,
     id: PartitionId,
     from: i64,
     max_bytes: usize,
 ) -> Result<Bytes> {
-    let _slot = STORE_READS.acquire().await;
     let store = store.clone();
-    crate::thread_time::blocking(move || store.read(id, from, max_bytes))
-        .await
-        .map_err(|e| Error::Storage(format!("read task failed: {e}")))?
+    in_a_read_slot(move || store.read(id, from, max_bytes)).await
 }
 
 /// As [`read_stored`], appending to `out` (moved to the blocking pool and back).
@@ -77,14 +85,12 @@ async fn read_stored_into(
     max_bytes: usize,
     mut out: Vec<u8>,
 ) -> Result<Vec<u8>> {
-    let _slot = STORE_READS.acquire().await;
     let store = store.clone();
-    crate::thread_time::blocking(move || {
+    in_a_read_slot(move || {
         store.read_into(id, from, max_bytes, &mut out)?;
         Ok(out)
     })
     .await
-    .map_err(|e| Error::Storage(format!("read task failed: {e}")))?
 }
 
 /// How a produced batch is to be appended.
@@ -766,7 +772,9 @@ impl PartitionLog {
         min_one: bool,
         upper: i64,
     ) -> Result<(Bytes, Option<i64>)> {
-        let (mut next, mut read_end) = (offset, None);
+        // Moves past each batch kept: the read ended at `next` when it kept any.
+        let mut next = offset;
+        let read_end = |next: i64| (next > offset).then_some(next);
         // The whole batches of `piece` to keep (from `at` bytes into the read): their
         // length, and whether the read goes on after them.
         let keep = |piece: &[u8], at: usize, next: &mut i64| {
@@ -784,11 +792,8 @@ impl PartitionLog {
         let budget = |read: usize| (max_bytes.saturating_sub(read)).clamp(1, STORE_READ_PIECE);
         let first = read_stored(&self.store, self.id, next, budget(0)).await?;
         let (end, more) = keep(&first, 0, &mut next);
-        if end > 0 {
-            read_end = Some(next);
-        }
         if !more || next >= upper || end >= max_bytes {
-            return Ok((first.slice(..end), read_end));
+            return Ok((first.slice(..end), read_end(next)));
         }
         let room = max_bytes.min(self.size_bytes() as usize).max(2 * end);
         let mut buf = Vec::with_capacity(room);
@@ -799,14 +804,11 @@ impl PartitionLog {
             buf = read_stored_into(&self.store, self.id, next, budget(at), buf).await?;
             let (end, more) = keep(&buf[at..], at, &mut next);
             buf.truncate(at + end);
-            if end > 0 {
-                read_end = Some(next);
-            }
             if !more {
                 break;
             }
         }
-        Ok((Bytes::from(buf), read_end))
+        Ok((Bytes::from(buf), read_end(next)))
     }
 
     /// The aborted transactions that may have records in [from, upper): those whose marker
