@@ -9,8 +9,9 @@ need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in build-essential libclang-dev clang pkg-config; do have_pkg "$p" || need+=("$p"); done
 if [ "$what" = test ]; then
-  # openssl: scripts/make-test-certs.sh (keytool comes with the JDK).
-  for p in kcat openssl python3-venv zlib1g-dev libzstd-dev liblz4-dev libssl-dev libsasl2-dev libcurl4-openssl-dev dpkg-dev maven default-jdk-headless curl; do
+  # openssl: scripts/make-test-certs.sh (keytool comes with the JDK). iproute2 (ss) and
+  # util-linux (prlimit): tests/bad_input.rs's listen backlog, tests/flood.rs's file limit.
+  for p in iproute2 util-linux kcat openssl python3-venv zlib1g-dev libzstd-dev liblz4-dev libssl-dev libsasl2-dev libcurl4-openssl-dev dpkg-dev maven default-jdk-headless curl; do
     have_pkg "$p" || need+=("$p")
   done
   # Java and Maven may come from elsewhere on the machine; only install them if absent.

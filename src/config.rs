@@ -171,6 +171,8 @@ pub struct Config {
     pub auto_create_topics_enable: bool,
     pub message_bytes_max: i32,
     pub socket_request_bytes_max: i32,
+    /// `socket.listen.backlog.size`: listen(2)'s backlog for each client listener.
+    pub socket_listen_backlog: u32,
     /// `fetch.max.bytes`: the most a Fetch or ShareFetch answer carries (Kafka caps the
     /// request's MaxBytes with it).
     pub fetch_response_bytes_max: usize,
@@ -424,6 +426,7 @@ impl Config {
             auto_create_topics_enable: p.bool("auto.create.topics.enable")?,
             message_bytes_max: p.int("message.max.bytes")? as i32,
             socket_request_bytes_max: p.int("socket.request.max.bytes")? as i32,
+            socket_listen_backlog: p.int("socket.listen.backlog.size")? as u32,
             fetch_response_bytes_max: p.int("fetch.max.bytes")? as usize,
             fetch_memory_bytes_max: p.int("fetch.memory.max.bytes")? as usize,
             connections_max_idle_ms: u64::try_from(p.int("connections.max.idle.ms")?).ok(),
@@ -1254,6 +1257,10 @@ mod tests {
         let e = load(&["num.partitions=0"]).unwrap_err().to_string();
         assert!(e.contains("between"), "{e}");
         // Checked even where Cairn has nothing for it to bound.
+        let e = load(&["socket.listen.backlog.size=0"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("socket.listen.backlog.size"), "{e}");
         let e = load(&["queued.max.requests=0"]).unwrap_err().to_string();
         assert!(e.contains("queued.max.requests"), "{e}");
         assert!(load(&["queued.max.requests=1"]).is_ok());

@@ -359,6 +359,10 @@ pub static KEYS: &[Key] = &[
         ..int("fetch.memory.max.bytes", Kind::Long, 1 << 20, LONG_MAX, "268435456")
     },
     Key {
+        doc: "Connections the kernel holds for a listener before the broker accepts them (listen(2)'s backlog; the kernel caps it at net.core.somaxconn). Kafka's default is 50; Cairn's is 1024, because at 50 a crowd of clients connecting at once has its connection attempts dropped and retried a second later (docs/FLOOD.md).",
+        ..int("socket.listen.backlog.size", Kind::Int, 1, INT_MAX, "1024")
+    },
+    Key {
         doc: "Largest request frame in bytes.",
         ..int(
             "socket.request.max.bytes",

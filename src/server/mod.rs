@@ -23,7 +23,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -65,7 +65,7 @@ pub async fn bind(
     let mut out = Vec::new();
     for l in &broker.config.listeners {
         let addr = l.bind_addr();
-        let socket = TcpListener::bind(&addr)
+        let socket = listen(&addr, broker.config.socket_listen_backlog)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (listener {}): {e}", l.name))?;
         let tls = tls.remove(&l.name);
@@ -82,6 +82,28 @@ pub async fn bind(
         });
     }
     Ok(out)
+}
+
+/// Listens on `addr` (host:port, the host resolved; the first of its addresses that can be
+/// bound) with `backlog` connections pending at most.
+async fn listen(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = if a.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        // As std and mio bind a listener: a restarted broker takes its port back at once.
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a) {
+            Ok(()) => return socket.listen(backlog),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the host has no address")
+    }))
 }
 
 /// Accepts connections until shutdown, then waits for open connections to finish the
