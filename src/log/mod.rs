@@ -55,14 +55,21 @@ static STORE_READS: std::sync::LazyLock<reads::ReadSlots> = std::sync::LazyLock:
 pub const STORE_READ_PIECE: usize = 4 << 20;
 
 /// Runs `read` on the blocking pool once a store read slot is free, charging the work to
-/// the request being metered.
+/// the request being metered. The slot goes with the read and is let go on the blocking
+/// thread the moment the read ends: the next waiting read is given it then, not once this
+/// task has been woken again, and a read whose request went away still holds its slot
+/// until it stops.
 async fn in_a_read_slot<T: Send + 'static>(
     read: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
-    let _slot = STORE_READS.acquire().await;
-    crate::thread_time::blocking(read)
-        .await
-        .map_err(|e| Error::Storage(format!("read task failed: {e}")))?
+    let slot = STORE_READS.acquire().await;
+    crate::thread_time::blocking(move || {
+        let out = read();
+        drop(slot);
+        out
+    })
+    .await
+    .map_err(|e| Error::Storage(format!("read task failed: {e}")))?
 }
 
 /// Reads stored batches of `id` from `from`, up to `max_bytes` (as [`LogStore::read`]), in
