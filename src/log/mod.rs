@@ -55,18 +55,19 @@ static STORE_READS: std::sync::LazyLock<reads::ReadSlots> = std::sync::LazyLock:
 pub const STORE_READ_PIECE: usize = 4 << 20;
 
 /// Runs `read` on the blocking pool once a store read slot is free, charging the work to
-/// the request being metered. The slot goes with the read and is let go on the blocking
-/// thread the moment the read ends: the next waiting read is given it then, not once this
-/// task has been woken again, and a read whose request went away still holds its slot
-/// until it stops.
+/// the request being metered and the bytes it read (the second of its results) to the
+/// connection's turns. The slot goes with the read and is let go on the blocking thread the
+/// moment the read ends: the next waiting read is given it then, not once this task has
+/// been woken again, and a read whose request went away still holds its slot until it
+/// stops.
 async fn in_a_read_slot<T: Send + 'static>(
-    read: impl FnOnce() -> Result<T> + Send + 'static,
+    read: impl FnOnce() -> Result<(T, usize)> + Send + 'static,
 ) -> Result<T> {
     let slot = STORE_READS.acquire().await;
     crate::thread_time::blocking(move || {
-        let out = read();
-        drop(slot);
-        out
+        let (out, bytes) = read()?;
+        slot.charge(bytes);
+        Ok(out)
     })
     .await
     .map_err(|e| Error::Storage(format!("read task failed: {e}")))?
@@ -81,7 +82,12 @@ async fn read_stored(
     max_bytes: usize,
 ) -> Result<Bytes> {
     let store = store.clone();
-    in_a_read_slot(move || store.read(id, from, max_bytes)).await
+    in_a_read_slot(move || {
+        let read = store.read(id, from, max_bytes)?;
+        let len = read.len();
+        Ok((read, len))
+    })
+    .await
 }
 
 /// As [`read_stored`], appending to `out` (moved to the blocking pool and back).
@@ -94,8 +100,10 @@ async fn read_stored_into(
 ) -> Result<Vec<u8>> {
     let store = store.clone();
     in_a_read_slot(move || {
+        let before = out.len();
         store.read_into(id, from, max_bytes, &mut out)?;
-        Ok(out)
+        let len = out.len() - before;
+        Ok((out, len))
     })
     .await
 }
