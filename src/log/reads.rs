@@ -49,7 +49,7 @@ struct Waiter {
     start: u64,
     /// Arrival order, among reads with the same start.
     seq: u64,
-    grant: oneshot::Sender<u64>,
+    grant: oneshot::Sender<()>,
 }
 
 /// A slot held: given to the next waiting read when dropped.
@@ -76,7 +76,7 @@ impl Drop for Slot<'_> {
 
 /// A read waiting for a slot; if it is dropped once given one, the slot goes on.
 struct Waiting<'a> {
-    rx: oneshot::Receiver<u64>,
+    rx: oneshot::Receiver<()>,
     slots: &'a ReadSlots,
     given: bool,
 }
@@ -111,7 +111,7 @@ impl ReadSlots {
     /// Waits for a slot, in the running connection's turn.
     pub async fn acquire(&self) -> Slot<'_> {
         let reader = READER.try_with(|r| r.clone()).ok();
-        let rx = {
+        let (rx, start) = {
             let mut s = self.lock();
             // Reads that stopped waiting (their request went away) hold no turn.
             s.waiting.retain(|w| !w.grant.is_closed());
@@ -120,7 +120,7 @@ impl ReadSlots {
                 .map_or(s.clock, |r| r.load(Ordering::Relaxed).max(s.clock));
             if s.free > 0 {
                 s.free -= 1;
-                s.clock = s.clock.max(start);
+                s.clock = start;
                 return Slot {
                     slots: self,
                     reader,
@@ -131,7 +131,7 @@ impl ReadSlots {
             s.seq += 1;
             let seq = s.seq;
             s.waiting.push(Waiter { start, seq, grant });
-            rx
+            (rx, start)
         };
         let mut waiting = Waiting {
             rx,
@@ -140,7 +140,7 @@ impl ReadSlots {
         };
         // The sender is dropped only once given, or by `retain` when the receiver closed:
         // an error here cannot happen while this future waits.
-        let start = (&mut waiting.rx).await.unwrap_or_default();
+        let _ = (&mut waiting.rx).await;
         waiting.given = true;
         Slot {
             slots: self,
@@ -161,7 +161,7 @@ impl ReadSlots {
             };
             let w = s.waiting.swap_remove(next);
             s.clock = s.clock.max(w.start);
-            if w.grant.send(w.start).is_ok() {
+            if w.grant.send(()).is_ok() {
                 return;
             }
         }
