@@ -249,6 +249,7 @@ pub async fn handle(broker: &Arc<Broker>, conn: &Connection, mut frame: Bytes) -
         client_id: header.client_id.as_ref().map(|c| c.to_string()),
         request_bytes,
         request_time_counted: Default::default(),
+        record_sets: Default::default(),
     };
     let span = tracing::debug_span!(
         "request",
@@ -287,9 +288,16 @@ fn encode_fetch(
         .flat_map(|t| &t.partitions)
         .filter_map(|p| p.records.clone())
         .collect();
-    spliced_response_frame(ctx.api, ctx.version, ctx.correlation_id, &response, records)
-        .map(Some)
-        .map_err(|e| e.to_string())
+    spliced_response_frame(
+        ctx.api,
+        ctx.version,
+        ctx.correlation_id,
+        &response,
+        records,
+        &ctx.record_sets,
+    )
+    .map(Some)
+    .map_err(|e| e.to_string())
 }
 
 /// ApiVersions is the table's own answer.

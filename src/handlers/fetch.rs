@@ -8,6 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use futures_util::future::{join_all, select_all};
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
@@ -141,8 +143,10 @@ pub async fn handle(
         // still gets its first batch), and what is read stays counted until it is sent.
         let grant = broker.fetch_memory.grant(max_bytes);
         let (mut partitions, bytes, errors) = gather(&wanted, grant.bytes, upto).await;
-        for (_, p) in &mut partitions {
-            p.records = p.records.take().map(|r| broker.fetch_memory.hold(r));
+        for (_, _, pieces) in &mut partitions {
+            for piece in pieces.iter_mut() {
+                *piece = broker.fetch_memory.hold(std::mem::take(piece));
+            }
         }
         drop(grant);
         let expired = tokio::time::Instant::now() >= deadline;
@@ -216,7 +220,7 @@ fn respond(
     broker: &Broker,
     ctx: &RequestContext<'_>,
     req: &FetchRequest,
-    mut partitions: Vec<(usize, PartitionData)>,
+    mut partitions: Vec<(usize, PartitionData, Vec<Bytes>)>,
 ) -> FetchResponse {
     let version = ctx.version;
     let mut topics: Vec<FetchableTopicResponse> = req
@@ -229,7 +233,10 @@ fn respond(
         })
         .collect();
     let mut hints = Hints::new(broker, &ctx.conn.listener);
-    for (ti, mut p) in partitions.drain(..) {
+    for (ti, mut p, pieces) in partitions.drain(..) {
+        if !pieces.is_empty() {
+            p.records = Some(ctx.record_sets.value_for(pieces));
+        }
         if version < 5 {
             // v4 has no log start offset; it must stay at its default to be encodable.
             p.log_start_offset = -1;
@@ -255,8 +262,8 @@ fn respond(
         .with_node_endpoints(node_endpoints!(hints, NodeEndpoint))
 }
 
-/// Reads every wanted partition once; returns the partition answers, the record bytes
-/// gathered and whether any partition answered with an error.
+/// Reads every wanted partition once; returns the partition answers with their records in
+/// pieces, the record bytes gathered and whether any partition answered with an error.
 ///
 /// Partitions are read in waves, each wave's partitions concurrently: a wave takes
 /// partitions in request order while their `partition_max_bytes` fit in what is left of
@@ -267,7 +274,7 @@ async fn gather(
     wanted: &[Wanted],
     max_bytes: usize,
     upto: ReadUpTo,
-) -> (Vec<(usize, PartitionData)>, usize, bool) {
+) -> (Vec<(usize, PartitionData, Vec<Bytes>)>, usize, bool) {
     let mut out = Vec::with_capacity(wanted.len());
     let mut remaining = max_bytes;
     let mut bytes = 0;
@@ -289,47 +296,54 @@ async fn gather(
         rest = later;
         let limit = remaining;
         let answers = join_all(wave.iter().map(|w| read_one(w, limit, min_one, upto))).await;
-        for (w, (mut p, error)) in wave.iter().zip(answers) {
+        for (w, (p, mut pieces, error)) in wave.iter().zip(answers) {
             any_error |= error;
             let limit = (w.partition_max_bytes.max(0) as usize).min(remaining);
-            if let Some(records) = &mut p.records {
-                trim(records, limit, min_one);
-                if !records.is_empty() {
-                    min_one = false;
-                    remaining = remaining.saturating_sub(records.len());
-                    bytes += records.len();
-                }
+            let len = trim(&mut pieces, limit, min_one);
+            if len > 0 {
+                min_one = false;
+                remaining = remaining.saturating_sub(len);
+                bytes += len;
             }
-            out.push((w.topic, p));
+            out.push((w.topic, p, pieces));
         }
     }
     (out, bytes, any_error)
 }
 
-/// Cuts `records` (whole batches) to the batches that fit in `limit` bytes, keeping the
-/// first one anyway when `min_one`.
-fn trim(records: &mut bytes::Bytes, limit: usize, min_one: bool) {
-    if records.len() <= limit {
-        return;
-    }
-    let mut end = 0;
-    while let Ok(h) = BatchHeader::parse(&records[end..]) {
-        if end + h.size > limit && (end > 0 || !min_one) {
-            break;
+/// Cuts `pieces` (each whole batches) to the batches that fit in `limit` bytes, keeping the
+/// first one anyway when `min_one`; returns the bytes kept.
+fn trim(pieces: &mut Vec<Bytes>, limit: usize, min_one: bool) -> usize {
+    let mut kept = 0;
+    for (i, piece) in pieces.iter_mut().enumerate() {
+        if kept + piece.len() <= limit {
+            kept += piece.len();
+            continue;
         }
-        end += h.size;
+        let mut end = 0;
+        while let Ok(h) = BatchHeader::parse(&piece[end..]) {
+            if kept + end + h.size > limit && (kept + end > 0 || !min_one) {
+                break;
+            }
+            end += h.size;
+        }
+        piece.truncate(end);
+        kept += end;
+        let keep = if end > 0 { i + 1 } else { i };
+        pieces.truncate(keep);
+        break;
     }
-    records.truncate(end);
+    kept
 }
 
-/// One partition's answer, read with at most `max_bytes` left for the whole fetch; and
-/// whether it is an error.
+/// One partition's answer, read with at most `max_bytes` left for the whole fetch, its
+/// records in pieces (the answer's own are empty); and whether it is an error.
 async fn read_one(
     w: &Wanted,
     max_bytes: usize,
     min_one: bool,
     upto: ReadUpTo,
-) -> (PartitionData, bool) {
+) -> (PartitionData, Vec<Bytes>, bool) {
     let read_committed = upto == ReadUpTo::LastStable;
     let base = PartitionData::default()
         .with_partition_index(w.index)
@@ -337,11 +351,11 @@ async fn read_one(
         .with_aborted_transactions(read_committed.then(Vec::new));
     let part = match &w.partition {
         Ok(p) => p,
-        Err(e) => return (failed(base, e), true),
+        Err(e) => return (failed(base, e), Vec::new(), true),
     };
     let log = &part.log;
     if let Err(e) = log.check_leader_epoch(w.current_leader_epoch) {
-        return (failed(base, &e), true);
+        return (failed(base, &e), Vec::new(), true);
     }
     if w.last_fetched_epoch >= 0 {
         // KIP-320/595: tell a fetcher whose last epoch ended earlier where to truncate.
@@ -357,12 +371,12 @@ async fn read_one(
                         .with_epoch(epoch)
                         .with_end_offset(end),
                 )
-                .with_records(Some(bytes::Bytes::new()));
-            return (p, true);
+                .with_records(Some(Bytes::new()));
+            return (p, Vec::new(), true);
         }
     }
     let limit = (w.partition_max_bytes.max(0) as usize).min(max_bytes);
-    match log.read(w.fetch_offset, limit, min_one, upto).await {
+    match log.read_pieces(w.fetch_offset, limit, min_one, upto).await {
         Ok(r) => {
             // Null for read_uncommitted; for read_committed, the aborted transactions the
             // client must drop from these records (entries past the records are harmless).
@@ -380,8 +394,8 @@ async fn read_one(
                 .with_last_stable_offset(r.last_stable_offset)
                 .with_log_start_offset(r.log_start_offset)
                 .with_aborted_transactions(aborted)
-                .with_records(Some(r.records));
-            (p, false)
+                .with_records(Some(Bytes::new()));
+            (p, r.records, false)
         }
         Err(e) => {
             let o = log.offsets();
@@ -389,7 +403,7 @@ async fn read_one(
                 .with_high_watermark(o.high_watermark)
                 .with_last_stable_offset(o.last_stable)
                 .with_log_start_offset(o.log_start);
-            (p, true)
+            (p, Vec::new(), true)
         }
     }
 }
@@ -403,44 +417,62 @@ fn failed(base: PartitionData, e: &Error) -> PartitionData {
         .with_last_stable_offset(-1)
         .with_log_start_offset(-1)
         // Never null: librdkafka rejects a -1 record set size.
-        .with_records(Some(bytes::Bytes::new()))
+        .with_records(Some(Bytes::new()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::trim;
     use crate::log::batch::tests::batch;
+    use bytes::Bytes;
 
-    fn three() -> (bytes::Bytes, usize, usize) {
+    /// Three batches, and their lengths.
+    fn three() -> (Vec<Bytes>, usize, usize) {
         let a = batch(&[b"one", b"two"], None, 0);
         let b = batch(&[b"three"], None, 0);
         let c = batch(&[b"four"], None, 0);
         let (la, lb) = (a.len(), b.len());
-        (bytes::Bytes::from([a, b, c].concat()), la, lb)
+        (vec![a.into(), b.into(), c.into()], la, lb)
+    }
+
+    /// The three batches as the reads may hand them over: in one piece, one piece each, or
+    /// the first alone and the others together.
+    fn shapes() -> Vec<Vec<Bytes>> {
+        let (all, _, _) = three();
+        vec![
+            vec![all.concat().into()],
+            all.clone(),
+            vec![all[0].clone(), [&all[1][..], &all[2][..]].concat().into()],
+        ]
+    }
+
+    /// `pieces` trimmed, joined; checks the length `trim` returns.
+    fn trimmed(mut pieces: Vec<Bytes>, limit: usize, min_one: bool) -> Vec<u8> {
+        let kept = trim(&mut pieces, limit, min_one);
+        assert!(pieces.iter().all(|p| !p.is_empty()));
+        let joined = pieces.concat();
+        assert_eq!(kept, joined.len());
+        joined
     }
 
     #[test]
     fn trim_keeps_the_whole_batches_that_fit() {
-        let (all, la, lb) = three();
-        let mut r = all.clone();
-        trim(&mut r, all.len(), false);
-        assert_eq!(r, all);
-        let mut r = all.clone();
-        trim(&mut r, la + lb + 1, false);
-        assert_eq!(r, all.slice(..la + lb));
-        let mut r = all.clone();
-        trim(&mut r, la + lb - 1, true);
-        assert_eq!(r, all.slice(..la));
+        let (batches, la, lb) = three();
+        let all = batches.concat();
+        for pieces in shapes() {
+            assert_eq!(trimmed(pieces.clone(), all.len(), false), all);
+            assert_eq!(trimmed(pieces.clone(), la + lb + 1, false), all[..la + lb]);
+            assert_eq!(trimmed(pieces, la + lb - 1, true), all[..la]);
+        }
     }
 
     #[test]
     fn trim_keeps_one_oversized_batch_only_when_min_one() {
-        let (all, la, _) = three();
-        let mut r = all.clone();
-        trim(&mut r, la - 1, true);
-        assert_eq!(r, all.slice(..la));
-        let mut r = all.clone();
-        trim(&mut r, la - 1, false);
-        assert!(r.is_empty());
+        let (batches, la, _) = three();
+        let all = batches.concat();
+        for pieces in shapes() {
+            assert_eq!(trimmed(pieces.clone(), la - 1, true), all[..la]);
+            assert!(trimmed(pieces, la - 1, false).is_empty());
+        }
     }
 }

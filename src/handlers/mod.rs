@@ -117,6 +117,8 @@ pub struct RequestContext<'a> {
     pub request_bytes: usize,
     /// Whether [`RequestContext::throttle_request`] has counted the request's thread time.
     pub request_time_counted: std::sync::atomic::AtomicBool,
+    /// The record sets in pieces that the response stands in for (Fetch).
+    pub record_sets: crate::wire::splice::RecordSets,
 }
 
 impl RequestContext<'_> {

@@ -433,7 +433,8 @@ impl PartitionLog {
         'map: while mapped_to < end {
             // From the store, not the tail cache: the cleaner must see what storage holds.
             let chunk = read_stored(&self.store, self.id, mapped_to, READ_CHUNK).await?;
-            io.observe(chunk.len() as u64).await;
+            io.observe(chunk.iter().map(Bytes::len).sum::<usize>() as u64)
+                .await;
             let mut any = false;
             for (h, bytes) in batches(&chunk) {
                 if h.last_offset() < mapped_to {
@@ -484,7 +485,8 @@ impl PartitionLog {
         let mut walk = TxnWalk::new(&aborted, at);
         'filter: while at < mapped_to {
             let chunk = read_stored(&self.store, self.id, at, READ_CHUNK).await?;
-            io.observe(chunk.len() as u64).await;
+            io.observe(chunk.iter().map(Bytes::len).sum::<usize>() as u64)
+                .await;
             let mut any = false;
             for (h, bytes) in batches(&chunk) {
                 if h.last_offset() < at {
@@ -599,14 +601,16 @@ impl PartitionLog {
     }
 }
 
-/// The batches of a read, each with its header.
-fn batches(chunk: &Bytes) -> impl Iterator<Item = (BatchHeader, Bytes)> + '_ {
-    let mut at = 0usize;
-    std::iter::from_fn(move || {
-        let h = BatchHeader::parse(&chunk[at..]).ok()?;
-        let b = chunk.slice(at..at + h.size);
-        at += h.size;
-        Some((h, b))
+/// The batches of a read (in the store's pieces), each with its header.
+fn batches(pieces: &[Bytes]) -> impl Iterator<Item = (BatchHeader, Bytes)> + '_ {
+    pieces.iter().flat_map(|piece| {
+        let mut at = 0usize;
+        std::iter::from_fn(move || {
+            let h = BatchHeader::parse(&piece[at..]).ok()?;
+            let b = piece.slice(at..at + h.size);
+            at += h.size;
+            Some((h, b))
+        })
     })
 }
 

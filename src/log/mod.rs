@@ -73,37 +73,19 @@ async fn in_a_read_slot<T: Send + 'static>(
     .map_err(|e| Error::Storage(format!("read task failed: {e}")))?
 }
 
-/// Reads stored batches of `id` from `from`, up to `max_bytes` (as [`LogStore::read`]), in
-/// a store read slot.
+/// Reads stored batches of `id` from `from`, up to `max_bytes` (as
+/// [`LogStore::read_batches`]), in a store read slot.
 async fn read_stored(
     store: &Arc<dyn LogStore>,
     id: PartitionId,
     from: i64,
     max_bytes: usize,
-) -> Result<Bytes> {
+) -> Result<Vec<Bytes>> {
     let store = store.clone();
     in_a_read_slot(move || {
-        let read = store.read(id, from, max_bytes)?;
-        let len = read.len();
+        let read = store.read_batches(id, from, max_bytes)?;
+        let len = read.iter().map(Bytes::len).sum();
         Ok((read, len))
-    })
-    .await
-}
-
-/// As [`read_stored`], appending to `out` (moved to the blocking pool and back).
-async fn read_stored_into(
-    store: &Arc<dyn LogStore>,
-    id: PartitionId,
-    from: i64,
-    max_bytes: usize,
-    mut out: Vec<u8>,
-) -> Result<Vec<u8>> {
-    let store = store.clone();
-    in_a_read_slot(move || {
-        let before = out.len();
-        store.read_into(id, from, max_bytes, &mut out)?;
-        let len = out.len() - before;
-        Ok((out, len))
     })
     .await
 }
@@ -140,10 +122,12 @@ pub enum ReadUpTo {
     LastStable,
 }
 
-/// What a read returns: whole batches plus the partition's offsets at the time.
+/// What a read returns: whole batches plus the partition's offsets at the time. The
+/// batches come in one buffer ([`PartitionLog::read`]) or in the pieces the store and the
+/// tail cache hold them in ([`PartitionLog::read_pieces`]).
 #[derive(Debug, Clone, Default)]
-pub struct ReadResult {
-    pub records: Bytes,
+pub struct ReadResult<R = Bytes> {
+    pub records: R,
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_end_offset: i64,
@@ -705,6 +689,26 @@ impl PartitionLog {
         min_one: bool,
         upto: ReadUpTo,
     ) -> Result<ReadResult> {
+        let r = self.read_pieces(offset, max_bytes, min_one, upto).await?;
+        Ok(ReadResult {
+            records: concat(r.records),
+            high_watermark: r.high_watermark,
+            last_stable_offset: r.last_stable_offset,
+            log_end_offset: r.log_end_offset,
+            log_start_offset: r.log_start_offset,
+            aborted: r.aborted,
+        })
+    }
+
+    /// As [`PartitionLog::read`], the batches in the pieces they were read in (each one or
+    /// more whole batches): a Fetch response references them instead of joining them.
+    pub async fn read_pieces(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one: bool,
+        upto: ReadUpTo,
+    ) -> Result<ReadResult<Vec<Bytes>>> {
         let (upper, offsets, from_tail) = {
             let s = self.read_state();
             if offset < s.log_start || offset > s.leo {
@@ -738,7 +742,7 @@ impl PartitionLog {
                 (upper, offsets, None)
             }
         };
-        // Where the batches read end (the store's come as one buffer of several).
+        // Where the batches read end (a store's piece may hold several).
         let mut read_end = None;
         let batches = match from_tail {
             Some(b) => b,
@@ -747,11 +751,7 @@ impl PartitionLog {
                     .read_in_pieces(offset, max_bytes, min_one, upper)
                     .await?;
                 read_end = end;
-                if records.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![records]
-                }
+                records
             }
         };
         let aborted = (upto == ReadUpTo::LastStable).then(|| {
@@ -766,7 +766,7 @@ impl PartitionLog {
             self.aborted_between(offset, end)
         });
         Ok(ReadResult {
-            records: concat(batches),
+            records: batches,
             high_watermark: offsets.0,
             last_stable_offset: offsets.3,
             log_end_offset: offsets.1,
@@ -776,54 +776,49 @@ impl PartitionLog {
     }
 
     /// Whole batches from the one holding `offset`, below `upper`, within `max_bytes` (one
-    /// at least when `min_one`), read from the store in pieces of at most
-    /// [`STORE_READ_PIECE`], each in its own turn of a read slot; with the offset after the
-    /// last batch read. A read of one piece returns the store's buffer; a longer one fills
-    /// one buffer, piece after piece.
+    /// at least when `min_one`), read from the store in turns of at most
+    /// [`STORE_READ_PIECE`], each in its own turn of a read slot; in the pieces the store
+    /// returned them in, with the offset after the last batch read.
     async fn read_in_pieces(
         &self,
         offset: i64,
         max_bytes: usize,
         min_one: bool,
         upper: i64,
-    ) -> Result<(Bytes, Option<i64>)> {
+    ) -> Result<(Vec<Bytes>, Option<i64>)> {
         // Moves past each batch kept: the read ended at `next` when it kept any.
         let mut next = offset;
-        let read_end = |next: i64| (next > offset).then_some(next);
-        // The whole batches of `piece` to keep (from `at` bytes into the read): their
-        // length, and whether the read goes on after them.
-        let keep = |piece: &[u8], at: usize, next: &mut i64| {
-            let mut end = 0;
-            while let Ok(h) = BatchHeader::parse(&piece[end..]) {
-                let past = at + end + h.size > max_bytes && (at + end > 0 || !min_one);
-                if h.base_offset >= upper || past {
-                    return (end, false);
+        let mut out = Vec::new();
+        let mut read = 0usize;
+        loop {
+            let budget = max_bytes.saturating_sub(read).clamp(1, STORE_READ_PIECE);
+            let pieces = read_stored(&self.store, self.id, next, budget).await?;
+            let mut more = !pieces.is_empty();
+            for piece in pieces {
+                // The whole batches of `piece` to keep.
+                let mut end = 0;
+                while let Ok(h) = BatchHeader::parse(&piece[end..]) {
+                    let past = read + end + h.size > max_bytes && (read + end > 0 || !min_one);
+                    if h.base_offset >= upper || past {
+                        more = false;
+                        break;
+                    }
+                    end += h.size;
+                    next = h.last_offset() + 1;
                 }
-                end += h.size;
-                *next = h.last_offset() + 1;
+                if end > 0 {
+                    read += end;
+                    out.push(piece.slice(..end));
+                }
+                if !more || end < piece.len() {
+                    more = false;
+                    break;
+                }
             }
-            (end, end > 0)
-        };
-        let budget = |read: usize| (max_bytes.saturating_sub(read)).clamp(1, STORE_READ_PIECE);
-        let first = read_stored(&self.store, self.id, next, budget(0)).await?;
-        let (end, more) = keep(&first, 0, &mut next);
-        if !more || next >= upper || end >= max_bytes {
-            return Ok((first.slice(..end), read_end(next)));
-        }
-        let room = max_bytes.min(self.size_bytes() as usize).max(2 * end);
-        let mut buf = Vec::with_capacity(room);
-        buf.extend_from_slice(&first[..end]);
-        drop(first);
-        while next < upper && buf.len() < max_bytes {
-            let at = buf.len();
-            buf = read_stored_into(&self.store, self.id, next, budget(at), buf).await?;
-            let (end, more) = keep(&buf[at..], at, &mut next);
-            buf.truncate(at + end);
-            if !more {
-                break;
+            if !more || next >= upper || read >= max_bytes {
+                return Ok((out, (next > offset).then_some(next)));
             }
         }
-        Ok((Bytes::from(buf), read_end(next)))
     }
 
     /// The aborted transactions that may have records in [from, upper): those whose marker
@@ -1532,6 +1527,26 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(bases(&r), vec![0]);
+        // In pieces: whole batches each, the same bytes as the joined read.
+        for (from, max, min_one) in [
+            (0, 100 * size, true),
+            (3, size * 15 / 2, false),
+            (0, size / 2, true),
+        ] {
+            let joined = l
+                .read(from, max, min_one, ReadUpTo::HighWatermark)
+                .await
+                .unwrap();
+            let r = l
+                .read_pieces(from, max, min_one, ReadUpTo::HighWatermark)
+                .await
+                .unwrap();
+            assert!(r
+                .records
+                .iter()
+                .all(|p| batch::headers(p).map(|h| h.size).sum::<usize>() == p.len()));
+            assert_eq!(r.records.concat(), joined.records, "{from} {max}");
+        }
     }
 
     #[tokio::test]

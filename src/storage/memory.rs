@@ -73,22 +73,28 @@ impl LogStore for MemoryStore {
         Ok(())
     }
 
-    fn read(&self, p: PartitionId, from_offset: i64, max_bytes: usize) -> Result<Bytes> {
+    fn read_batches(
+        &self,
+        p: PartitionId,
+        from_offset: i64,
+        max_bytes: usize,
+    ) -> Result<Vec<Bytes>> {
         let g = self.lock();
         let Some(first) = g.first_holding(p, from_offset) else {
-            return Ok(Bytes::new());
+            return Ok(Vec::new());
         };
-        let mut out = bytes::BytesMut::new();
+        let (mut out, mut read) = (Vec::new(), 0);
         for (_, (_, b)) in g.batches.range((p, first)..(p, i64::MAX)) {
-            if !out.is_empty() && out.len() + b.len() > max_bytes {
+            if read > 0 && read + b.len() > max_bytes {
                 break;
             }
-            out.extend_from_slice(b);
-            if out.len() >= max_bytes {
+            read += b.len();
+            out.push(b.clone());
+            if read >= max_bytes {
                 break;
             }
         }
-        Ok(out.freeze())
+        Ok(out)
     }
 
     fn scan_batches(

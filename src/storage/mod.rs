@@ -14,7 +14,7 @@
 //! - `truncate_prefix` never removes the batch that contains the new log start offset.
 
 pub mod memory;
-pub mod pool;
+mod pinned;
 pub mod rocks;
 
 use bytes::Bytes;
@@ -91,23 +91,24 @@ pub trait LogStore: Send + Sync + 'static {
     /// they are durable.
     fn append(&self, appends: &[Append], durable: bool) -> Result<()>;
 
-    /// Returns whole batches in offset order, one after the other in one buffer, starting
-    /// with the batch that contains `from_offset` (or the first after it), until adding the
-    /// next batch would pass `max_bytes`. At least one batch is returned when any exists at
-    /// or after `from_offset`. (One buffer: a fetch copies the bytes out of the store once,
-    /// not once per batch and again to join them.)
-    fn read(&self, partition: PartitionId, from_offset: i64, max_bytes: usize) -> Result<Bytes>;
-
-    /// As [`LogStore::read`], appending to `out` (a read taken in pieces fills one buffer).
-    fn read_into(
+    /// Returns whole batches in offset order, starting with the batch that contains
+    /// `from_offset` (or the first after it), until adding the next batch would pass
+    /// `max_bytes`. At least one batch is returned when any exists at or after
+    /// `from_offset`. The batches come in the buffers the store read them into (one or
+    /// more whole batches each), so a response can reference them without a copy.
+    fn read_batches(
         &self,
         partition: PartitionId,
         from_offset: i64,
         max_bytes: usize,
-        out: &mut Vec<u8>,
-    ) -> Result<()> {
-        out.extend_from_slice(&self.read(partition, from_offset, max_bytes)?);
-        Ok(())
+    ) -> Result<Vec<Bytes>>;
+
+    /// As [`LogStore::read_batches`], joined into one buffer (tests, tools).
+    fn read(&self, partition: PartitionId, from_offset: i64, max_bytes: usize) -> Result<Bytes> {
+        Ok(self
+            .read_batches(partition, from_offset, max_bytes)?
+            .concat()
+            .into())
     }
 
     /// Calls `f` with the metadata of each batch whose last offset is at or after
@@ -367,6 +368,12 @@ pub(crate) mod conformance {
             "in offset order"
         );
         assert!(s.read(1, 10, 1000).unwrap().is_empty());
+        // Each piece is whole batches.
+        for (from, max) in [(4, 15), (0, 1), (0, 1000), (6, 20)] {
+            let pieces = s.read_batches(1, from, max).unwrap();
+            assert!(!pieces.is_empty());
+            assert!(pieces.iter().all(|p| !p.is_empty() && p.len() % 10 == 0));
+        }
         assert_eq!(s.size_bytes(1).unwrap(), 50);
 
         let mut seen = vec![];

@@ -25,7 +25,7 @@ use rocksdb::{
     ReadOptions, WriteBatch, WriteOptions, DB,
 };
 
-use super::pool::BufferPool;
+use super::pinned::pinned_bytes;
 use super::{
     batch_key, decode_meta, encode_meta, key_offset, AbortedTxn, Append, BatchMeta, GroupCf,
     GroupChange, GroupStore, LogStore, MetaStore, PartitionId,
@@ -46,8 +46,6 @@ const CF_SHARE_GROUPS: &str = "share_groups";
 
 pub struct RocksStore {
     db: Arc<DB>,
-    /// The buffers log reads return.
-    buffers: Arc<BufferPool>,
 }
 
 fn storage_err(e: rocksdb::Error) -> Error {
@@ -55,60 +53,6 @@ fn storage_err(e: rocksdb::Error) -> Error {
 }
 
 impl RocksStore {
-    /// For a read: the base offset of the batch holding `from_offset` and the bytes of the
-    /// batches to read, from the index (so the buffer is allocated once).
-    fn plan_read(
-        &self,
-        partition: PartitionId,
-        from_offset: i64,
-        max_bytes: usize,
-    ) -> Result<Option<(i64, usize)>> {
-        let (mut first, mut sized) = (None, 0usize);
-        self.scan_batches(partition, from_offset, &mut |m| {
-            let size = m.size as usize;
-            if first.is_some() && sized + size > max_bytes {
-                return false;
-            }
-            first.get_or_insert(m.base_offset);
-            sized += size;
-            sized < max_bytes
-        })?;
-        Ok(first.map(|f| (f, sized)))
-    }
-
-    /// Appends the batches from `first` to `out`, as many as fit in `max_bytes` (one at
-    /// least).
-    fn read_batches(
-        &self,
-        partition: PartitionId,
-        first: i64,
-        max_bytes: usize,
-        out: &mut Vec<u8>,
-    ) -> Result<()> {
-        // RocksDB's own block and blob checksums are not checked on this path: every batch
-        // carries its CRC-32C, which the leader checked on append and consumers check on
-        // receipt (Kafka does not re-check it on fetch either); checking both cost ~5% of
-        // a backlog read's CPU.
-        let mut ro = Self::partition_bounds(partition);
-        ro.set_verify_checksums(false);
-        let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_LOG), ro);
-        it.seek(batch_key(partition, first));
-        let mut read = 0;
-        while it.valid() {
-            let Some(value) = it.value() else { break };
-            if read > 0 && read + value.len() > max_bytes {
-                break;
-            }
-            out.extend_from_slice(value);
-            read += value.len();
-            if read >= max_bytes {
-                break;
-            }
-            it.next();
-        }
-        it.status().map_err(storage_err)
-    }
-
     /// Opens (creating if needed) the database in `dir`.
     pub fn open(dir: &Path) -> Result<RocksStore> {
         std::fs::create_dir_all(dir)
@@ -161,10 +105,7 @@ impl RocksStore {
             ColumnFamilyDescriptor::new(CF_SHARE_GROUPS, small()),
         ];
         let db = DB::open_cf_descriptors(&db_opts, dir, cfs).map_err(storage_err)?;
-        Ok(RocksStore {
-            db: Arc::new(db),
-            buffers: BufferPool::new(),
-        })
+        Ok(RocksStore { db: Arc::new(db) })
     }
 
     fn cf(&self, name: &str) -> &ColumnFamily {
@@ -260,27 +201,44 @@ impl LogStore for RocksStore {
         self.write(wb, durable)
     }
 
-    fn read(&self, partition: PartitionId, from_offset: i64, max_bytes: usize) -> Result<Bytes> {
-        let Some((first, sized)) = self.plan_read(partition, from_offset, max_bytes)? else {
-            return Ok(Bytes::new());
-        };
-        let mut out = self.buffers.take(sized);
-        self.read_batches(partition, first, max_bytes, &mut out)?;
-        Ok(self.buffers.freeze(out))
-    }
-
-    fn read_into(
+    /// The batches to read are known from the index, so each is read by its key: one
+    /// multi-get, no value read past the budget, and each value stays in the buffer RocksDB
+    /// read it into.
+    fn read_batches(
         &self,
         partition: PartitionId,
         from_offset: i64,
         max_bytes: usize,
-        out: &mut Vec<u8>,
-    ) -> Result<()> {
-        if let Some((first, sized)) = self.plan_read(partition, from_offset, max_bytes)? {
-            out.reserve(sized);
-            self.read_batches(partition, first, max_bytes, out)?;
+    ) -> Result<Vec<Bytes>> {
+        let (mut keys, mut sized) = (Vec::new(), 0usize);
+        self.scan_batches(partition, from_offset, &mut |m| {
+            let size = m.size as usize;
+            if !keys.is_empty() && sized + size > max_bytes {
+                return false;
+            }
+            keys.push(batch_key(partition, m.base_offset));
+            sized += size;
+            sized < max_bytes
+        })?;
+        // RocksDB's own block and blob checksums are not checked on this path: every batch
+        // carries its CRC-32C, which the leader checked on append and consumers check on
+        // receipt (Kafka does not re-check it on fetch either); checking both cost ~5% of
+        // a backlog read's CPU.
+        let mut ro = ReadOptions::default();
+        ro.set_verify_checksums(false);
+        let mut out = Vec::with_capacity(keys.len());
+        for value in self
+            .db
+            .batched_multi_get_cf_opt(self.cf(CF_LOG), &keys, true, &ro)
+        {
+            match value.map_err(storage_err)? {
+                Some(v) => out.push(pinned_bytes(&self.db, v)),
+                // Removed since the index was read (retention, a truncation): the read ends
+                // where the log now does.
+                None => break,
+            }
         }
-        Ok(())
+        Ok(out)
     }
 
     fn scan_batches(

@@ -94,19 +94,84 @@ impl Buf for Pieces {
     }
 }
 
-/// The encode buffer: bytes are written into `cur`; a slice that is one of `splice` ends
-/// `cur` and becomes a piece of its own.
+/// A field's value as the response holds it, and the pieces that go into the frame for it.
+type Splice = (Bytes, Vec<Bytes>);
+
+/// The encode buffer: bytes are written into `cur`; a slice that is the value of one of
+/// `splice` ends `cur`, and that entry's pieces follow it.
 struct SpliceBuf {
     done: Pieces,
     cur: BytesMut,
-    splice: Vec<Bytes>,
+    splice: Vec<Splice>,
 }
 
 impl SpliceBuf {
-    fn finish(mut self) -> Pieces {
+    fn finish(mut self, api: ApiKey, version: i16) -> Result<Pieces, WireError> {
+        if let Some((left, _)) = self.splice.iter().find(|(v, _)| is_stand_in(v)) {
+            // Its zeros would have gone out in place of the records.
+            return Err(WireError::Encode {
+                api,
+                version,
+                reason: format!("a record set of {} bytes was not spliced in", left.len()),
+            });
+        }
         let tail = self.cur.split().freeze();
         self.done.push(tail);
-        self.done
+        Ok(self.done)
+    }
+}
+
+/// The stand-ins' address range: zeros that are never written, so never resident.
+const STAND_IN_SPAN: usize = 128 << 20;
+static STAND_INS: [u8; STAND_IN_SPAN] = [0; STAND_IN_SPAN];
+
+fn is_stand_in(b: &Bytes) -> bool {
+    STAND_INS.as_ptr_range().contains(&b.as_ptr())
+}
+
+/// The record sets of one response that are in several pieces (a Fetch partition's
+/// batches as the store and the tail cache hold them). The response carries a stand-in for
+/// each: bytes of the set's length at an address of their own, which the encoder knows
+/// again and replaces with the pieces. The stand-ins' bytes are zeros; a response whose
+/// stand-ins are not all replaced is not sent.
+#[derive(Default)]
+pub struct RecordSets {
+    sets: std::sync::Mutex<Vec<Splice>>,
+}
+
+impl RecordSets {
+    /// The value of a response field for the bytes of `pieces`, one after the other: the
+    /// piece itself when there is one, a stand-in when there are several (their bytes
+    /// joined when small, or when the stand-ins' range is spent).
+    pub fn value_for(&self, mut pieces: Vec<Bytes>) -> Bytes {
+        let len: usize = pieces.iter().map(Bytes::len).sum();
+        if pieces.len() <= 1 {
+            return pieces.pop().unwrap_or_default();
+        }
+        let mut sets = self.sets.lock().unwrap_or_else(|e| e.into_inner());
+        // Unique within the response: each stand-in starts one byte after the last one's
+        // start, and the lengths may be equal.
+        let at = sets.len();
+        if len < SPLICE_MIN_BYTES || at + len > STAND_IN_SPAN {
+            return Pieces::from_iter(pieces).concat();
+        }
+        let stand_in = Bytes::from_static(&STAND_INS[at..at + len]);
+        sets.push((stand_in.clone(), pieces));
+        stand_in
+    }
+
+    fn take(&self) -> Vec<Splice> {
+        std::mem::take(&mut *self.sets.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl FromIterator<Bytes> for Pieces {
+    fn from_iter<I: IntoIterator<Item = Bytes>>(iter: I) -> Self {
+        let mut p = Pieces::default();
+        for b in iter {
+            p.push(b);
+        }
+        p
     }
 }
 
@@ -128,12 +193,14 @@ unsafe impl BufMut for SpliceBuf {
 
     fn put_slice(&mut self, src: &[u8]) {
         if src.len() >= SPLICE_MIN_BYTES {
-            let same = |b: &Bytes| b.as_ptr() == src.as_ptr() && b.len() == src.len();
+            let same = |(b, _): &Splice| b.as_ptr() == src.as_ptr() && b.len() == src.len();
             if let Some(i) = self.splice.iter().position(same) {
-                let whole = self.splice.swap_remove(i);
+                let (_, pieces) = self.splice.swap_remove(i);
                 let head = self.cur.split().freeze();
                 self.done.push(head);
-                self.done.push(whole);
+                for p in pieces {
+                    self.done.push(p);
+                }
                 return;
             }
         }
@@ -163,25 +230,29 @@ impl ByteBufMut for SpliceBuf {
 }
 
 /// A response frame (length prefix, header, body) in pieces: every field of `body` that is
-/// one of `large` is referenced, not copied.
+/// one of `large` is referenced, not copied, and every stand-in of `sets` is replaced with
+/// its pieces.
 pub fn spliced_response_frame<T: Encodable>(
     api: ApiKey,
     version: i16,
     correlation_id: i32,
     body: &T,
     large: Vec<Bytes>,
+    sets: &RecordSets,
 ) -> Result<Pieces, WireError> {
-    let large: Vec<Bytes> = large
+    let mut splice: Vec<Splice> = large
         .into_iter()
-        .filter(|b| b.len() >= SPLICE_MIN_BYTES)
+        .filter(|b| b.len() >= SPLICE_MIN_BYTES && !is_stand_in(b))
+        .map(|b| (b.clone(), vec![b]))
         .collect();
-    let spliced: usize = large.iter().map(Bytes::len).sum();
+    splice.extend(sets.take());
+    let spliced: usize = splice.iter().map(|(b, _)| b.len()).sum();
     let buf = response_frame_into(api, version, correlation_id, body, |size| SpliceBuf {
         done: Pieces::default(),
         cur: BytesMut::with_capacity(4 + size.saturating_sub(spliced)),
-        splice: large,
+        splice,
     })?;
-    Ok(buf.finish())
+    buf.finish(api, version)
 }
 
 #[cfg(test)]
@@ -217,8 +288,15 @@ mod tests {
         let resp = fetch_response(&records);
         for version in [4, 11, 12, 13, 16, 17] {
             let whole = response_frame(ApiKey::Fetch, version, 9, &resp).unwrap();
-            let pieces =
-                spliced_response_frame(ApiKey::Fetch, version, 9, &resp, records.clone()).unwrap();
+            let pieces = spliced_response_frame(
+                ApiKey::Fetch,
+                version,
+                9,
+                &resp,
+                records.clone(),
+                &RecordSets::default(),
+            )
+            .unwrap();
             assert_eq!(pieces.concat(), whole, "v{version}");
             // The three large record sets are pieces of their own, the same memory.
             let shared = pieces
@@ -232,6 +310,54 @@ mod tests {
                 .count();
             assert_eq!(shared, 3, "v{version}");
         }
+    }
+
+    /// Record sets in pieces go out as the same bytes as joined ones, each piece the same
+    /// memory; small ones are joined, and one piece is its own value.
+    #[test]
+    fn record_sets_in_pieces_are_spliced_as_their_bytes() {
+        let piece = |n: usize, b: u8| Bytes::from(vec![b; n]);
+        let shapes: Vec<Vec<Bytes>> = vec![
+            vec![piece(5000, 1), piece(3000, 2), piece(70_000, 3)],
+            vec![piece(10, 4), piece(20, 5)],
+            vec![piece(8000, 6)],
+            vec![piece(4096, 7), piece(4096, 8)],
+            vec![piece(4096, 9), piece(4096, 10)],
+        ];
+        for version in [4, 11, 12, 13, 16, 17] {
+            let sets = RecordSets::default();
+            let values: Vec<Bytes> = shapes.iter().map(|p| sets.value_for(p.clone())).collect();
+            let joined: Vec<Bytes> = shapes.iter().map(|p| p.concat().into()).collect();
+            assert_eq!(
+                values.iter().filter(|v| is_stand_in(v)).count(),
+                3,
+                "the three large sets of several pieces"
+            );
+            let whole =
+                response_frame(ApiKey::Fetch, version, 9, &fetch_response(&joined)).unwrap();
+            let resp = fetch_response(&values);
+            let pieces =
+                spliced_response_frame(ApiKey::Fetch, version, 9, &resp, values.clone(), &sets)
+                    .unwrap();
+            assert_eq!(pieces.concat(), whole, "v{version}");
+            let shared = pieces
+                .parts
+                .iter()
+                .filter(|p| shapes.iter().flatten().any(|s| s.as_ptr() == p.as_ptr()))
+                .count();
+            assert_eq!(shared, 3 + 1 + 2 + 2, "v{version}");
+        }
+    }
+
+    /// A stand-in the response does not carry is an error, not zeros sent as records.
+    #[test]
+    fn a_stand_in_left_over_is_an_error() {
+        let sets = RecordSets::default();
+        let value = sets.value_for(vec![Bytes::from(vec![1; 5000]), Bytes::from(vec![2; 5000])]);
+        assert!(is_stand_in(&value));
+        let resp = fetch_response(&[Bytes::from(vec![3; 10_000])]);
+        let err = spliced_response_frame(ApiKey::Fetch, 17, 9, &resp, vec![], &sets).unwrap_err();
+        assert!(err.to_string().contains("not spliced"), "{err}");
     }
 
     #[test]
