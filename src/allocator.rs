@@ -15,8 +15,10 @@
 //! Legitimate buffers that large (a 100 MiB produce frame) take the same path, as they would
 //! in mimalloc, which maps its largest blocks from the kernel too.
 //!
+//! RocksDB allocates with glibc's `malloc`, not this allocator; [`keep_c_heap`] tunes it.
+//!
 //! `unsafe_code` is allowed in this module only: `GlobalAlloc` is an unsafe trait, and
-//! mapping memory is unsafe. What it buys, measured: the 107 MB above is now nothing
+//! mapping memory and `mallopt` are unsafe. What it buys, measured: the 107 MB above is now nothing
 //! (`tests/bad_input.rs::requests_claiming_gigabyte_arrays_leave_no_memory_behind`).
 #![allow(unsafe_code)]
 
@@ -99,6 +101,33 @@ unsafe impl GlobalAlloc for Allocator {
                 }
                 moved
             }
+        }
+    }
+}
+
+/// What glibc's `malloc` (RocksDB's allocator) keeps of what is freed: blocks up to 32 MiB
+/// come from its heaps rather than fresh mappings, and up to 256 MiB of free heap stays
+/// for reuse rather than going back to the kernel.
+///
+/// Why: each batch a fetch reads is a buffer RocksDB allocates, of up to a megabyte, kept
+/// until the response is written. With glibc's defaults those came from new mappings or
+/// were trimmed off the heap when freed, and every read faulted fresh pages in and zeroed
+/// them: a third of a consumer's read cost in `perf` (docs/BENCHMARKS.md).
+pub fn keep_c_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use std::ffi::c_int;
+        extern "C" {
+            fn mallopt(param: c_int, value: c_int) -> c_int;
+        }
+        // <malloc.h>
+        const M_TRIM_THRESHOLD: c_int = -1;
+        const M_MMAP_THRESHOLD: c_int = -3;
+        // SAFETY: mallopt only sets allocator parameters; both values are in range (the
+        // mapping threshold's maximum on 64-bit is 32 MiB).
+        unsafe {
+            mallopt(M_MMAP_THRESHOLD, 32 << 20);
+            mallopt(M_TRIM_THRESHOLD, 256 << 20);
         }
     }
 }

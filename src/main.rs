@@ -33,6 +33,7 @@ static ALLOCATOR: cairn::allocator::Allocator = cairn::allocator::Allocator;
 
 fn main() -> ExitCode {
     let started = Instant::now();
+    cairn::allocator::keep_c_heap();
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some("healthcheck") {
         return healthcheck(argv.get(2).map(String::as_str));
