@@ -66,6 +66,10 @@ impl RocksStore {
         db_opts.set_max_total_wal_size(256 << 20);
         db_opts.set_keep_log_file_num(3);
         db_opts.set_enable_pipelined_write(true);
+        // A partition's batches lie one after another in a blob file (a flush writes them
+        // in key order), and a consumer catching up reads them in that order: the kernel's
+        // readahead serves that, which RocksDB's default advice of random access turns off.
+        db_opts.set_advise_random_on_open(false);
 
         let cache = Cache::new_lru_cache(32 << 20);
         let mut table = BlockBasedOptions::default();
