@@ -103,16 +103,20 @@ struct SpliceBuf {
     done: Pieces,
     cur: BytesMut,
     splice: Vec<Splice>,
+    /// The length of a stand-in written that none of `splice` replaces.
+    unspliced: Option<usize>,
 }
 
 impl SpliceBuf {
+    /// The frame; an error if it holds a stand-in's zeros in place of records. (Sets the
+    /// response does not carry, such as those of a fetch answered with a throttle only,
+    /// are dropped.)
     fn finish(mut self, api: ApiKey, version: i16) -> Result<Pieces, WireError> {
-        if let Some((left, _)) = self.splice.iter().find(|(v, _)| is_stand_in(v)) {
-            // Its zeros would have gone out in place of the records.
+        if let Some(len) = self.unspliced {
             return Err(WireError::Encode {
                 api,
                 version,
-                reason: format!("a record set of {} bytes was not spliced in", left.len()),
+                reason: format!("a record set of {len} bytes was not spliced in"),
             });
         }
         let tail = self.cur.split().freeze();
@@ -121,12 +125,19 @@ impl SpliceBuf {
     }
 }
 
-/// The stand-ins' address range: zeros that are never written, so never resident.
+/// The stand-ins' address range.
 const STAND_IN_SPAN: usize = 128 << 20;
-static STAND_INS: [u8; STAND_IN_SPAN] = [0; STAND_IN_SPAN];
 
-fn is_stand_in(b: &Bytes) -> bool {
-    STAND_INS.as_ptr_range().contains(&b.as_ptr())
+/// Zeroed memory that is never written, so never resident: a block this large is mapped
+/// from the kernel untouched (`crate::allocator`). Not a `static` array, which would be
+/// 128 MiB of zeros in the binary's read-only data.
+fn stand_ins() -> &'static [u8] {
+    static RANGE: std::sync::OnceLock<&'static [u8]> = std::sync::OnceLock::new();
+    RANGE.get_or_init(|| Vec::leak(vec![0; STAND_IN_SPAN]))
+}
+
+fn is_stand_in(b: &[u8]) -> bool {
+    stand_ins().as_ptr_range().contains(&b.as_ptr())
 }
 
 /// The record sets of one response that are in several pieces (a Fetch partition's
@@ -155,7 +166,7 @@ impl RecordSets {
         if len < SPLICE_MIN_BYTES || at + len > STAND_IN_SPAN {
             return Pieces::from_iter(pieces).concat();
         }
-        let stand_in = Bytes::from_static(&STAND_INS[at..at + len]);
+        let stand_in = Bytes::from_static(&stand_ins()[at..at + len]);
         sets.push((stand_in.clone(), pieces));
         stand_in
     }
@@ -202,6 +213,9 @@ unsafe impl BufMut for SpliceBuf {
                     self.done.push(p);
                 }
                 return;
+            }
+            if is_stand_in(src) {
+                self.unspliced = Some(src.len());
             }
         }
         self.cur.extend_from_slice(src);
@@ -251,6 +265,7 @@ pub fn spliced_response_frame<T: Encodable>(
         done: Pieces::default(),
         cur: BytesMut::with_capacity(4 + size.saturating_sub(spliced)),
         splice,
+        unspliced: None,
     })?;
     buf.finish(api, version)
 }
@@ -349,15 +364,29 @@ mod tests {
         }
     }
 
-    /// A stand-in the response does not carry is an error, not zeros sent as records.
+    /// A stand-in the sets do not replace is an error, not zeros sent as records; sets the
+    /// response does not carry (a fetch answered with a throttle only) are dropped.
     #[test]
-    fn a_stand_in_left_over_is_an_error() {
+    fn a_stand_in_not_spliced_is_an_error_and_sets_not_carried_are_dropped() {
+        let two = || vec![Bytes::from(vec![1; 5000]), Bytes::from(vec![2; 5000])];
         let sets = RecordSets::default();
-        let value = sets.value_for(vec![Bytes::from(vec![1; 5000]), Bytes::from(vec![2; 5000])]);
+        let value = sets.value_for(two());
         assert!(is_stand_in(&value));
-        let resp = fetch_response(&[Bytes::from(vec![3; 10_000])]);
-        let err = spliced_response_frame(ApiKey::Fetch, 17, 9, &resp, vec![], &sets).unwrap_err();
+        let resp = fetch_response(&[value]);
+        let err =
+            spliced_response_frame(ApiKey::Fetch, 17, 9, &resp, vec![], &RecordSets::default())
+                .unwrap_err();
         assert!(err.to_string().contains("not spliced"), "{err}");
+
+        let sets = RecordSets::default();
+        assert!(is_stand_in(&sets.value_for(two())));
+        let throttled = FetchResponse::default().with_throttle_time_ms(500);
+        let pieces =
+            spliced_response_frame(ApiKey::Fetch, 17, 9, &throttled, vec![], &sets).unwrap();
+        assert_eq!(
+            pieces.concat(),
+            response_frame(ApiKey::Fetch, 17, 9, &throttled).unwrap()
+        );
     }
 
     #[test]
