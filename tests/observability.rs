@@ -1892,7 +1892,7 @@ fn client_quotas_throttle_producers_and_consumers_and_show_in_metrics() {
 
     // A consumer: the first batch (about 600 KB) passes, the second takes it over and
     // gets no records, only its throttle.
-    let fetch = |c: &mut Client, offset: i64| -> FetchResponse {
+    let fetch_up_to = |c: &mut Client, offset: i64, max: i32| -> FetchResponse {
         let req = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(0)
@@ -1904,9 +1904,10 @@ fn client_quotas_throttle_producers_and_consumers_and_show_in_metrics() {
                     .with_fetch_offset(offset)
                     .with_current_leader_epoch(-1)
                     .with_last_fetched_epoch(-1)
-                    .with_partition_max_bytes(1)])]);
+                    .with_partition_max_bytes(max)])]);
         c.send(ApiKey::Fetch, 12, &req)
     };
+    let fetch = |c: &mut Client, offset: i64| fetch_up_to(c, offset, 1);
     let first = fetch(&mut c, 0);
     assert_eq!(first.throttle_time_ms, 0);
     let records = first.responses[0].partitions[0].records.clone().unwrap();
@@ -1919,6 +1920,14 @@ fn client_quotas_throttle_producers_and_consumers_and_show_in_metrics() {
     );
     assert!(
         second.responses.is_empty(),
+        "a throttled fetch gets no records"
+    );
+    // The same when the fetch read several batches, which travel apart from the response
+    // until it is encoded: the answer is the throttle, on the same connection.
+    let third = fetch_up_to(&mut c, 1, 50 << 20);
+    assert!(third.throttle_time_ms > 0, "{}", third.throttle_time_ms);
+    assert!(
+        third.responses.is_empty(),
         "a throttled fetch gets no records"
     );
 
