@@ -85,10 +85,7 @@ impl Broker {
                 RocksStore::open(path)
                     .map_err(|e| Error::Storage(format!("log dir {}: {e}", path.display())))?,
             );
-            dirs.push(LogDir {
-                path: path.clone(),
-                store: store.clone(),
-            });
+            dirs.push(LogDir::new(path.clone(), store.clone()));
             rocks.push(store);
         }
         let first = rocks[0].clone();

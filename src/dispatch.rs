@@ -409,10 +409,10 @@ mod tests {
             &[format!("log.dirs={}", tmp.path().display())],
         )
         .unwrap();
-        let dirs = vec![crate::topics::LogDir {
-            path: config.log_dirs[0].clone(),
-            store: store.clone(),
-        }];
+        let dirs = vec![crate::topics::LogDir::new(
+            config.log_dirs[0].clone(),
+            store.clone(),
+        )];
         let broker =
             Broker::with_stores(config, APIS, store.clone(), dirs, store, Vec::new()).unwrap();
         // The metadata quorum of one (its Raft log in the temp dir) decides the topic.

@@ -62,6 +62,12 @@ pub fn so_far() -> Duration {
         .unwrap_or_default()
 }
 
+/// Charges `took` (work done for it elsewhere, such as its share of a group's storage
+/// write) to the request being [`metered`], if any.
+pub fn charge(took: Duration) {
+    update(|m| m.spent += took);
+}
+
 /// Runs `f` on tokio's blocking pool, charging its time to the request being
 /// [`metered`], if any. `Err` if the task panicked.
 pub async fn blocking<T: Send + 'static>(

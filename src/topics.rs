@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::log::writes::Writer;
 use crate::log::PartitionLog;
 use crate::metrics::{Metrics, TopicMetrics};
 use crate::placement::{Placement, Replica};
@@ -69,6 +70,18 @@ impl Partition {
 pub struct LogDir {
     pub path: PathBuf,
     pub store: Arc<dyn LogStore>,
+    /// Writes the appends of all the dir's partitions, several at a time.
+    pub writer: Arc<Writer>,
+}
+
+impl LogDir {
+    pub fn new(path: PathBuf, store: Arc<dyn LogStore>) -> LogDir {
+        LogDir {
+            path,
+            writer: Writer::new(store.clone()),
+            store,
+        }
+    }
 }
 
 pub struct Topic {
@@ -256,7 +269,7 @@ impl Catalog {
             index: index as i32,
             leader_epoch: p.leader_epoch,
             dir,
-            log: PartitionLog::open(p.storage_id, dirs[dir].store.clone(), p.leader_epoch)?,
+            log: PartitionLog::open_with(p.storage_id, dirs[dir].writer.clone(), p.leader_epoch)?,
             replica: Default::default(),
         }))
     }
@@ -564,10 +577,7 @@ mod tests {
 
     fn catalog(store: &Arc<MemoryStore>) -> Catalog {
         let config = Arc::new(Config::load(None, Vec::new(), &[]).unwrap());
-        let dirs = vec![LogDir {
-            path: config.log_dirs[0].clone(),
-            store: store.clone(),
-        }];
+        let dirs = vec![LogDir::new(config.log_dirs[0].clone(), store.clone())];
         Catalog::open(config, store.clone(), dirs, Arc::new(Metrics::new(&[]))).unwrap()
     }
 

@@ -19,6 +19,7 @@ pub mod batch;
 pub mod clean;
 pub mod producer;
 pub mod reads;
+pub mod writes;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::storage::{AbortedTxn, Append, BatchMeta, LogStore, PartitionId};
 use batch::{BatchHeader, ControlType};
 use producer::{ProducerState, SeqCheck};
+use writes::Writer;
 
 /// Bytes of recent batches each partition keeps in memory for tail reads.
 pub const TAIL_CACHE_BYTES_MAX: usize = 2 << 20;
@@ -334,6 +336,8 @@ fn aborted_entry(
 pub struct PartitionLog {
     pub id: PartitionId,
     store: Arc<dyn LogStore>,
+    /// Writes appends to `store`, with other partitions' appends of the same moment.
+    writer: Arc<Writer>,
     /// Serialises the changes of this partition (offset assignment, producer checks,
     /// truncation); held across the storage write so offsets are stored in order.
     appends: Mutex<HashMap<i64, ProducerState>>,
@@ -345,12 +349,24 @@ pub struct PartitionLog {
 }
 
 impl PartitionLog {
-    /// Opens a partition's log from storage (blocking: call at start-up or off the runtime).
+    /// Opens a partition's log from storage (blocking: call at start-up or off the runtime),
+    /// with a writer of its own.
     pub fn open(
         id: PartitionId,
         store: Arc<dyn LogStore>,
         leader_epoch: i32,
     ) -> Result<PartitionLog> {
+        PartitionLog::open_with(id, Writer::new(store), leader_epoch)
+    }
+
+    /// Opens a partition's log, appending through `writer` (shared by the partitions of
+    /// its store).
+    pub fn open_with(
+        id: PartitionId,
+        writer: Arc<Writer>,
+        leader_epoch: i32,
+    ) -> Result<PartitionLog> {
+        let store = writer.store().clone();
         let log_start = store.log_start(id)?.unwrap_or(0);
         let last = store.last_batch(id)?;
         let leo = match &last {
@@ -393,6 +409,7 @@ impl PartitionLog {
         Ok(PartitionLog {
             id,
             store,
+            writer,
             appends: Mutex::new(producers),
             state: RwLock::new(ReadState {
                 log_start,
@@ -499,12 +516,7 @@ impl PartitionLog {
             epoch_start,
             aborted: None,
         };
-        let store = self.store.clone();
-        crate::thread_time::blocking(move || {
-            store.append(std::slice::from_ref(&append), opts.durable)
-        })
-        .await
-        .map_err(|e| Error::Storage(format!("append task failed: {e}")))??;
+        self.writer.append(vec![append], opts.durable).await?;
 
         let txn_change = new_state.as_ref().map(|n| {
             (
@@ -581,10 +593,7 @@ impl PartitionLog {
             epoch_start,
             aborted,
         };
-        let store = self.store.clone();
-        crate::thread_time::blocking(move || store.append(std::slice::from_ref(&append), durable))
-            .await
-            .map_err(|e| Error::Storage(format!("append task failed: {e}")))??;
+        self.writer.append(vec![append], durable).await?;
         producers.insert(producer_id, next);
         {
             let mut s = self.write_state();
@@ -1152,11 +1161,7 @@ impl PartitionLog {
         if appends.is_empty() {
             return Ok(0);
         }
-        let store = self.store.clone();
-        let written = appends.clone();
-        tokio::task::spawn_blocking(move || store.append(&written, false))
-            .await
-            .map_err(|e| Error::Storage(format!("append task failed: {e}")))??;
+        self.writer.append(appends.clone(), false).await?;
         producers.extend(states);
         let mut s = self.write_state();
         for (pid, before, after, marker) in txn_changes {
