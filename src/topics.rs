@@ -69,8 +69,7 @@ impl Partition {
 #[derive(Clone)]
 pub struct LogDir {
     pub path: PathBuf,
-    pub store: Arc<dyn LogStore>,
-    /// Writes the appends of all the dir's partitions, several at a time.
+    /// Writes the appends of all the dir's partitions, several at a time, to its store.
     pub writer: Arc<Writer>,
 }
 
@@ -78,9 +77,12 @@ impl LogDir {
     pub fn new(path: PathBuf, store: Arc<dyn LogStore>) -> LogDir {
         LogDir {
             path,
-            writer: Writer::new(store.clone()),
-            store,
+            writer: Writer::new(store),
         }
+    }
+
+    pub fn store(&self) -> &Arc<dyn LogStore> {
+        self.writer.store()
     }
 }
 
@@ -496,7 +498,7 @@ impl Catalog {
         let doomed: Vec<(Arc<dyn LogStore>, PartitionId)> = topic
             .partitions
             .iter()
-            .map(|p| (self.dirs[p.dir].store.clone(), p.log.id))
+            .map(|p| (self.dirs[p.dir].store().clone(), p.log.id))
             .collect();
         tokio::task::spawn_blocking(move || {
             for (logs, id) in doomed {

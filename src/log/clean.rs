@@ -432,7 +432,7 @@ impl PartitionLog {
         let mut mapped_to = first_dirty;
         'map: while mapped_to < end {
             // From the store, not the tail cache: the cleaner must see what storage holds.
-            let chunk = read_stored(&self.store, self.id, mapped_to, READ_CHUNK).await?;
+            let chunk = read_stored(self.store(), self.id, mapped_to, READ_CHUNK).await?;
             io.observe(chunk.iter().map(Bytes::len).sum::<usize>() as u64)
                 .await;
             let mut any = false;
@@ -484,7 +484,7 @@ impl PartitionLog {
         let mut at = self.read_state().log_start;
         let mut walk = TxnWalk::new(&aborted, at);
         'filter: while at < mapped_to {
-            let chunk = read_stored(&self.store, self.id, at, READ_CHUNK).await?;
+            let chunk = read_stored(self.store(), self.id, at, READ_CHUNK).await?;
             io.observe(chunk.iter().map(Bytes::len).sum::<usize>() as u64)
                 .await;
             let mut any = false;
@@ -558,7 +558,7 @@ impl PartitionLog {
         let log_start = self.read_state().log_start;
         removed.retain(|m| m.last_offset >= log_start);
         rewritten.retain(|(m, _)| m.last_offset >= log_start);
-        let store = self.store.clone();
+        let store = self.store().clone();
         let id = self.id;
         let removed_bases: Vec<i64> = removed.iter().map(|m| m.base_offset).collect();
         // A removed abort marker leaves the aborted index too: read_committed consumers

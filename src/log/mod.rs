@@ -335,8 +335,7 @@ fn aborted_entry(
 
 pub struct PartitionLog {
     pub id: PartitionId,
-    store: Arc<dyn LogStore>,
-    /// Writes appends to `store`, with other partitions' appends of the same moment.
+    /// Writes appends to its store, with other partitions' appends of the same moment.
     writer: Arc<Writer>,
     /// Serialises the changes of this partition (offset assignment, producer checks,
     /// truncation); held across the storage write so offsets are stored in order.
@@ -408,7 +407,6 @@ impl PartitionLog {
         let cleaned_to = store.cleaned_to(id)?.unwrap_or(0).min(leo);
         Ok(PartitionLog {
             id,
-            store,
             writer,
             appends: Mutex::new(producers),
             state: RwLock::new(ReadState {
@@ -463,6 +461,10 @@ impl PartitionLog {
                 .find(|e| e.0 == s.leader_epoch)
                 .map_or(-1, |e| e.1),
         }
+    }
+
+    fn store(&self) -> &Arc<dyn LogStore> {
+        self.writer.store()
     }
 
     pub fn size_bytes(&self) -> u64 {
@@ -643,7 +645,7 @@ impl PartitionLog {
         if expired.is_empty() {
             return Ok(0);
         }
-        let (store, id, pids) = (self.store.clone(), self.id, expired.clone());
+        let (store, id, pids) = (self.store().clone(), self.id, expired.clone());
         tokio::task::spawn_blocking(move || store.remove_producers(id, &pids))
             .await
             .map_err(|e| Error::Storage(format!("producer expiration task failed: {e}")))??;
@@ -801,7 +803,7 @@ impl PartitionLog {
         let mut read = 0usize;
         loop {
             let budget = max_bytes.saturating_sub(read).clamp(1, STORE_READ_PIECE);
-            let pieces = read_stored(&self.store, self.id, next, budget).await?;
+            let pieces = read_stored(self.store(), self.id, next, budget).await?;
             let mut more = !pieces.is_empty();
             for piece in pieces {
                 // The whole batches of `piece` to keep.
@@ -934,7 +936,7 @@ impl PartitionLog {
         mut state: S,
         mut f: impl FnMut(&mut S, &BatchMeta) -> bool + Send + 'static,
     ) -> Result<S> {
-        let store = self.store.clone();
+        let store = self.store().clone();
         let id = self.id;
         crate::thread_time::blocking(move || {
             store.scan_batches(id, from, &mut |m| f(&mut state, m))?;
@@ -1215,7 +1217,7 @@ impl PartitionLog {
             .iter()
             .filter_map(|(pid, p)| Some((p.txn_first_offset?, *pid)))
             .collect();
-        let store = self.store.clone();
+        let store = self.store().clone();
         let id = self.id;
         let size = tokio::task::spawn_blocking(move || {
             store.truncate_suffix(id, end, &changed)?;
@@ -1264,7 +1266,7 @@ impl PartitionLog {
             };
             self.truncate_to(log_start).await?;
             let _guard = self.appends.lock().await;
-            let store = self.store.clone();
+            let store = self.store().clone();
             let id = self.id;
             tokio::task::spawn_blocking(move || store.truncate_prefix(id, start))
                 .await
@@ -1360,7 +1362,7 @@ impl PartitionLog {
 
     /// Truncates below `new_start`; the caller holds the append lock.
     async fn truncate_prefix_locked(&self, new_start: i64) -> Result<()> {
-        let store = self.store.clone();
+        let store = self.store().clone();
         let id = self.id;
         let size = tokio::task::spawn_blocking(move || {
             store.truncate_prefix(id, new_start)?;
