@@ -40,10 +40,7 @@ fn world() -> &'static World {
             cairn::config::Config::load(None, Vec::new(), &[format!("log.dirs={}", dir.display())])
                 .unwrap();
         let store = Arc::new(MemoryStore::default());
-        let dirs = vec![LogDir {
-            path: config.log_dirs[0].clone(),
-            store: store.clone(),
-        }];
+        let dirs = vec![LogDir::new(config.log_dirs[0].clone(), store.clone())];
         let broker =
             Broker::with_stores(config, APIS, store.clone(), dirs, store, Vec::new()).unwrap();
         rt.block_on(async {
