@@ -2,7 +2,8 @@
 # Usage: bench/cluster.sh CAIRN_BINARY [--quick]
 #
 # RF=3, acks=all benchmark of three Cairn brokers against three Apache Kafka 4.x brokers
-# (KRaft combined mode, jars from compat-tests/java/lib, -Xmx1G -Xms1G each) on this machine,
+# (KRaft combined mode, jars from compat-tests/java/lib, -Xmx1G -Xms1G each) on this machine
+# (or RF=1 on one broker of each, BENCH_NODES=1),
 # with identical client settings. Each round starts a fresh three-node cluster of each system
 # in turn (the order alternates between rounds), and per cluster:
 #   1. waits until all three brokers are in the metadata (kcat -L), then a warm-up produce
@@ -10,18 +11,24 @@
 #   2. max throughput: a new 6-partition RF=3 topic (TopicCommand, min.insync.replicas=2,
 #      every ISR full before producing), ProducerPerformance --throughput -1, acks=all,
 #      enable.idempotence=true, 1 KiB records, linger.ms=5, batch.size=65536
-#   3. fixed rate: the same on another new topic at --throughput BENCH_RATE records/s
+#   3. fixed rate: the same on another new topic at --throughput BENCH_RATE records/s (with
+#      BENCH_RATE=half-kafka: half the records/s of Kafka's max-throughput run of the same
+#      round, Kafka's cluster then going first in every round)
 #   4. every perf-test run must report all N records sent with no exception, and the topic's
 #      end offsets (kcat -Q) must add up to N, else the run is not counted
 #   5. sum of the three brokers' peak RSS (VmHWM before stopping) and their CPU-seconds per
 #      GiB produced (utime+stime from /proc/PID/stat, during each measured run)
 # Medians over rounds with the Cairn/Kafka ratio go to bench/results/cluster-latest.md (raw
-# per-run values: bench/results/cluster-raw.tsv; logs: bench/results/cluster-logs/).
+# per-run values: bench/results/cluster-raw.tsv; logs: bench/results/cluster-logs/); with
+# BENCH_NODES=1 to cluster1-latest.md, cluster1-raw.tsv and cluster1-logs/.
 #
 # Options / environment:
 #   --quick               1 round, 100,000 records per run (default 3 rounds, 300,000)
 #   BENCH_RECORDS         records per max-throughput run
-#   BENCH_RATE            records/s of the fixed-rate run (default 5000: under both systems' maximum here)
+#   BENCH_RATE            records/s of the fixed-rate run (default 5000: under both systems' maximum
+#                         here), or half-kafka
+#   BENCH_NODES           brokers per cluster, 3 (RF=3, min.insync.replicas=2; default) or 1 (RF=1);
+#                         results of BENCH_NODES=1 go to cluster1-latest.md / cluster1-raw.tsv
 #   BENCH_RATE_SECONDS    length of the fixed-rate run (default 30; --quick 10)
 #   BENCH_WARMUP_RECORDS  warm-up records per cluster (default 100000; --quick 30000)
 #   BENCH_RUNS            rounds
@@ -42,7 +49,9 @@ JAVA_DIR="$ROOT/compat-tests/java"
 KRUN="$JAVA_DIR/kafka-run.sh"
 LIB="$JAVA_DIR/lib"
 RESULTS="$HERE/results"
-LOGS="$RESULTS/cluster-logs"
+NNODES="${BENCH_NODES:-3}"
+case "$NNODES" in 1) TAG=cluster1 ;; 3) TAG=cluster ;; *) echo "cluster.sh: BENCH_NODES must be 1 or 3" >&2; exit 2 ;; esac
+LOGS="$RESULTS/$TAG-logs"
 
 usage() { sed -n '2p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 QUICK=0; CAIRN=""
@@ -64,17 +73,26 @@ fi
 if (( QUICK )); then N="${BENCH_RECORDS:-100000}"; RUNS="${BENCH_RUNS:-1}"; RATE_S="${BENCH_RATE_SECONDS:-10}"; WARM="${BENCH_WARMUP_RECORDS:-30000}"
 else                 N="${BENCH_RECORDS:-300000}"; RUNS="${BENCH_RUNS:-3}"; RATE_S="${BENCH_RATE_SECONDS:-30}"; WARM="${BENCH_WARMUP_RECORDS:-100000}"; fi
 RATE="${BENCH_RATE:-5000}"
-RATE_N=$((RATE * RATE_S))
+HALF_KAFKA=0
+if [[ "$RATE" == half-kafka ]]; then
+  HALF_KAFKA=1; RATE=""
+  [[ "$ONLY" == both ]] || { echo "cluster.sh: BENCH_RATE=half-kafka needs both systems" >&2; exit 2; }
+elif ! [[ "$RATE" =~ ^[1-9][0-9]*$ ]]; then
+  echo "cluster.sh: BENCH_RATE must be a positive number of records/s or half-kafka" >&2; exit 2
+fi
+declare -A ROUND_RATE=()   # round -> records/s of its fixed-rate runs
 PARTS="${BENCH_PARTITIONS:-6}"
 PORT="${BENCH_PORT:-29092}"   # below the ephemeral range (32768+), where other tests pick ports
 START_TIMEOUT="${BENCH_START_TIMEOUT:-180}"
 STEP_TIMEOUT="${BENCH_STEP_TIMEOUT:-900}"
 RECORD_SIZE=1024
-NODES=(1 2 3)
+NODES=($(seq "$NNODES"))
+RF="$NNODES"
+MIN_ISR=$(( RF > 1 ? 2 : 1 ))
 cport() { echo $((PORT + $1 - 1)); }     # client port of node $1
 qport() { echo $((PORT + 9 + $1)); }     # controller port of node $1
-BOOT="127.0.0.1:$(cport 1),127.0.0.1:$(cport 2),127.0.0.1:$(cport 3)"
-VOTERS="1@127.0.0.1:$(qport 1),2@127.0.0.1:$(qport 2),3@127.0.0.1:$(qport 3)"
+BOOT="$(for i in "${NODES[@]}"; do printf '127.0.0.1:%s,' "$(cport "$i")"; done)"; BOOT="${BOOT%,}"
+VOTERS="$(for i in "${NODES[@]}"; do printf '%s@127.0.0.1:%s,' "$i" "$(qport "$i")"; done)"; VOTERS="${VOTERS%,}"
 
 # Client settings: the same as bench/run.sh's acks=all case.
 PRODUCER_COMMON=(acks=all enable.idempotence=true linger.ms=5 batch.size=65536 compression.type=none
@@ -105,7 +123,7 @@ for i in "${NODES[@]}"; do for p in "$(cport "$i")" "$(qport "$i")"; do
 done; done
 
 mkdir -p "$RESULTS"; rm -rf "$LOGS"; mkdir -p "$LOGS"
-RAW="$RESULTS/cluster-raw.tsv"
+RAW="$RESULTS/$TAG-raw.tsv"
 printf 'system\tmetric\trun\tvalue\n' > "$RAW"
 ROUND_RAW="$RAW"   # a round's values go to a scratch file first, into RAW only if the round was not disturbed
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$ROUND_RAW"; }
@@ -156,15 +174,15 @@ listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$d/data
-default.replication.factor=3
-min.insync.replicas=2
-offsets.topic.replication.factor=3
+default.replication.factor=$RF
+min.insync.replicas=$MIN_ISR
+offsets.topic.replication.factor=$RF
 auto.create.topics.enable=false
 group.initial.rebalance.delay.ms=0
 PROPS
   if [[ "$s" == kafka ]]; then
-    printf '%s\n' transaction.state.log.replication.factor=3 transaction.state.log.min.isr=2 \
-      share.coordinator.state.topic.replication.factor=3 share.coordinator.state.topic.min.isr=2 \
+    printf '%s\n' transaction.state.log.replication.factor=$RF transaction.state.log.min.isr=$MIN_ISR \
+      share.coordinator.state.topic.replication.factor=$RF share.coordinator.state.topic.min.isr=$MIN_ISR \
       num.network.threads=3 num.io.threads=8 log.segment.bytes=1073741824
   else
     echo metrics.listener=none
@@ -209,7 +227,7 @@ start_cluster() {
     fi
     PIDS[$i]=$!
   done
-  log "$s round $r: started nodes (pids ${PIDS[1]} ${PIDS[2]} ${PIDS[3]}), data in $base"
+  log "$s round $r: started nodes (pids ${PIDS[*]}), data in $base"
   local deadline=$(( t0 + START_TIMEOUT * 1000 )) n=0
   while :; do
     if ! all_alive; then
@@ -218,22 +236,22 @@ start_cluster() {
       return 1
     fi
     n="$(timeout 10 kcat -L -J -b "$BOOT" -m 3 2>/dev/null | jq '.brokers | length' 2>/dev/null || echo 0)"
-    [[ "$n" == 3 ]] && break
-    (( $(now_ms) > deadline )) && { err "$s round $r: only ${n:-0} of 3 brokers in the metadata after ${START_TIMEOUT}s"; return 1; }
+    [[ "$n" == "$NNODES" ]] && break
+    (( $(now_ms) > deadline )) && { err "$s round $r: only ${n:-0} of $NNODES brokers in the metadata after ${START_TIMEOUT}s"; return 1; }
     sleep 0.2
   done
   record "$s" ready_ms "$r" "$(( $(now_ms) - t0 ))"
-  log "$s round $r: 3 brokers in the metadata after $(( $(now_ms) - t0 )) ms"
+  log "$s round $r: $NNODES broker(s) in the metadata after $(( $(now_ms) - t0 )) ms"
 }
 
 create_topic() {  # system topic -> 0 once every partition has a leader and a full ISR
   local s="$1" t="$2" rc=0 deadline
   timeout "$STEP_TIMEOUT" "$KRUN" org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOT" --create --topic "$t" \
-    --partitions "$PARTS" --replication-factor 3 --config min.insync.replicas=2 > "$LOGS/$s-create-$t.out" 2>&1 || rc=$?
+    --partitions "$PARTS" --replication-factor "$RF" --config min.insync.replicas="$MIN_ISR" > "$LOGS/$s-create-$t.out" 2>&1 || rc=$?
   (( rc == 0 )) || { err "$s: creating $t failed (exit $rc): $(tail -n 3 "$LOGS/$s-create-$t.out" | tr '\n' ' ')"; return 1; }
   deadline=$(( $(now_ms) + 60000 ))
-  until timeout 10 kcat -L -J -b "$BOOT" -t "$t" -m 3 2>/dev/null | jq -e --arg t "$t" --argjson n "$PARTS" \
-      '[.topics[] | select(.topic == $t) | .partitions[] | select(.leader > 0 and (.isrs | length) == 3)] | length == $n' >/dev/null 2>&1; do
+  until timeout 10 kcat -L -J -b "$BOOT" -t "$t" -m 3 2>/dev/null | jq -e --arg t "$t" --argjson n "$PARTS" --argjson rf "$RF" \
+      '[.topics[] | select(.topic == $t) | .partitions[] | select(.leader > 0 and (.isrs | length) == $rf)] | length == $n' >/dev/null 2>&1; do
     (( $(now_ms) > deadline )) && { err "$s: $t not fully in sync 60 s after creation"; return 1; }
     sleep 0.2
   done
@@ -277,6 +295,11 @@ perf() {
   log "$s round $r $k: $line"
   [[ "$k" == warmup ]] && return 0
   record "$s" "${k}_recs" "$r" "${BASH_REMATCH[2]}"
+  if (( HALF_KAFKA )) && [[ "$s" == kafka && "$k" == max ]]; then
+    ROUND_RATE[$r]="$(awk -v x="${BASH_REMATCH[2]}" 'BEGIN{printf "%d", x / 2}')"
+    log "round $r: fixed rate set to ${ROUND_RATE[$r]} records/s, half of Kafka's max"
+  fi
+  [[ "$k" == rate ]] && record "$s" rate_target "$r" "$tp"
   record "$s" "${k}_mbs" "$r" "${BASH_REMATCH[3]}"
   record "$s" "${k}_avg" "$r" "${BASH_REMATCH[4]}"
   record "$s" "${k}_p50" "$r" "${BASH_REMATCH[6]}"
@@ -326,8 +349,11 @@ round() {  # system round attempt
   ROUND_RAW="$WORK/round.tsv"; : > "$ROUND_RAW"
   if start_cluster "$1" "$2"; then
     perf "$1" "$2" warmup "$WARM" -1
+    (( HALF_KAFKA )) && [[ "$1" == kafka ]] && unset "ROUND_RATE[$2]"
     perf "$1" "$2" max "$N" -1
-    perf "$1" "$2" rate "$RATE_N" "$RATE"
+    local rate="${ROUND_RATE[$2]:-$RATE}"
+    if [[ -n "$rate" ]]; then perf "$1" "$2" rate $((rate * RATE_S)) "$rate"
+    else err "$1 round $2: no fixed-rate run, as Kafka's max-throughput run of this round did not count"; fi
     record "$1" rss_peak "$2" "$(cluster_hwm_mib)"
   else
     DISTURBED="${DISTURBED:-the cluster did not start}"
@@ -349,11 +375,11 @@ round() {  # system round attempt
 T_BEGIN="$(date -Is)"
 wait_quiet "the first round"
 LOAD_BEGIN="$(cut -d' ' -f1-3 /proc/loadavg)"
-log "cluster bench: $RUNS round(s); max: $N records; rate: $RATE_N records at $RATE/s; warm-up $WARM; $PARTS partitions RF=3; bootstrap $BOOT; load $LOAD_BEGIN"
+log "cluster bench: $RUNS round(s); max: $N records; rate: ${RATE:-half-kafka} records/s for ${RATE_S}s; warm-up $WARM; $PARTS partitions RF=$RF; bootstrap $BOOT; load $LOAD_BEGIN"
 ORDER=()
 for r in $(seq "$RUNS"); do
   if [[ "$ONLY" == both ]]; then
-    if (( r % 2 )); then ORDER+=("kafka $r" "cairn $r"); else ORDER+=("cairn $r" "kafka $r"); fi
+    if (( r % 2 || HALF_KAFKA )); then ORDER+=("kafka $r" "cairn $r"); else ORDER+=("cairn $r" "kafka $r"); fi
   else ORDER+=("$ONLY $r"); fi
 done
 RETRIES="${BENCH_RETRIES:-3}"
@@ -385,30 +411,31 @@ ROWS=(
   "max_recs|Max throughput: records/s|0|higher"
   "max_p50|Max throughput: p50 latency (ms)|0|lower"
   "max_p99|Max throughput: p99 latency (ms)|0|lower"
-  "max_bcpu|Max throughput: broker CPU-s per GiB (sum of 3)|2|lower"
+  "max_bcpu|Max throughput: broker CPU-s per GiB (sum of $NNODES)|2|lower"
+  "rate_target|Fixed rate: records/s asked for|0|info"
   "rate_recs|Fixed rate: achieved records/s|0|info"
   "rate_avg|Fixed rate: avg latency (ms)|1|lower"
   "rate_p50|Fixed rate: p50 latency (ms)|0|lower"
   "rate_p99|Fixed rate: p99 latency (ms)|0|lower"
   "rate_p999|Fixed rate: p99.9 latency (ms)|0|lower"
-  "rate_bcpu|Fixed rate: broker CPU-s per GiB (sum of 3)|2|lower"
-  "rss_peak|Peak RSS, sum of 3 brokers (MiB, VmHWM)|0|lower"
-  "ready_ms|Launch → 3 brokers in the metadata (ms; Kafka after storage format)|0|info"
+  "rate_bcpu|Fixed rate: broker CPU-s per GiB (sum of $NNODES)|2|lower"
+  "rss_peak|Peak RSS, sum of $NNODES broker(s) (MiB, VmHWM)|0|lower"
+  "ready_ms|Launch → $NNODES broker(s) in the metadata (ms; Kafka after storage format)|0|info"
 )
-MD="$RESULTS/cluster-latest.md"
+MD="$RESULTS/$TAG-latest.md"
 {
-  echo "# Cairn vs Apache Kafka, three brokers, RF=3, acks=all — bench/cluster.sh$( (( QUICK )) && echo ' --quick')"
+  echo "# Cairn vs Apache Kafka, $NNODES broker(s), RF=$RF, acks=all — bench/cluster.sh$( (( QUICK )) && echo ' --quick')"
   echo
   echo "- Date: $T_BEGIN → $(date -Is)"
   echo "- Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM, kernel $(uname -r); shared with other work, so read the ratios rather than the absolute figures"
   echo "- Load average (1/5/15 min) at start: $LOAD_BEGIN; at the end: $LOAD_END; at each cluster start: $(for k in $(printf '%s\n' "${!LOADAVG_START[@]}" | sort -t- -k2n -k1); do printf '%s %s; ' "$k" "${LOADAVG_START[$k]}"; done)"
-  echo "- Clients and all six brokers on the same machine, run under nice $(nice); each round starts a fresh cluster per system, order alternating (kafka first in odd rounds)"
-  echo "- Apache Kafka $KAFKA_VERSION: 3 nodes, KRaft combined mode (static controller.quorum.voters, kafka.tools.StorageTool format with a shared cluster id), $KAFKA_HEAP per broker: three 1 GiB heaps on this $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) machine"
-  [[ "$ONLY" != kafka ]] && echo "- Cairn: \`$CAIRN\` (sha256 $(sha256sum "$CAIRN" | cut -c1-12)), 3 nodes, combined mode, metrics.listener=none"
-  echo "- Both: node.id 1-3, process.roles=broker,controller, PLAINTEXT + CONTROLLER listeners on 127.0.0.1 (direct connections), default.replication.factor=3, min.insync.replicas=2"
-  echo "- Workload: kafka-producer-perf-test (org.apache.kafka.tools.ProducerPerformance) to a new $PARTS-partition RF=3 topic per run (TopicCommand, every ISR full before producing), ${PRODUCER_COMMON[*]}, $RECORD_SIZE B records, bootstrap to all three brokers; JVM $CLIENT_HEAP G1"
-  echo "- Per cluster: warm-up $WARM records (not counted), then max throughput ($N records, --throughput -1), then fixed rate ($RATE_N records at $RATE records/s = $(awk -v r="$RATE" -v b="$RECORD_SIZE" 'BEGIN{printf "%.1f", r*b/1048576}') MB/s); every run checked: all records acknowledged, no exception, end offsets sum to the count"
-  echo "- Medians over $RUNS round(s); CPU = utime+stime of the three broker processes during the run, per GiB of record data"
+  echo "- Clients and all $((2 * NNODES)) brokers on the same machine, run under nice $(nice); each round starts a fresh cluster per system, order alternating (kafka first in odd rounds)"
+  echo "- Apache Kafka $KAFKA_VERSION: $NNODES node(s), KRaft combined mode (static controller.quorum.voters, kafka.tools.StorageTool format with a shared cluster id), $KAFKA_HEAP per broker on this $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) machine"
+  [[ "$ONLY" != kafka ]] && echo "- Cairn: \`$CAIRN\` (sha256 $(sha256sum "$CAIRN" | cut -c1-12)), $NNODES node(s), combined mode, metrics.listener=none"
+  echo "- Both: node.id 1-$NNODES, process.roles=broker,controller, PLAINTEXT + CONTROLLER listeners on 127.0.0.1 (direct connections), default.replication.factor=$RF, min.insync.replicas=$MIN_ISR"
+  echo "- Workload: kafka-producer-perf-test (org.apache.kafka.tools.ProducerPerformance) to a new $PARTS-partition RF=$RF topic per run (TopicCommand, every ISR full before producing), ${PRODUCER_COMMON[*]}, $RECORD_SIZE B records, bootstrap to every broker; JVM $CLIENT_HEAP G1"
+  echo "- Per cluster: warm-up $WARM records (not counted), then max throughput ($N records, --throughput -1), then fixed rate for ${RATE_S} s at $(if (( HALF_KAFKA )); then echo "half of Kafka's max records/s of the same round ($(for r in $(printf '%s\n' "${!ROUND_RATE[@]}" | sort -n); do printf 'round %s: %s/s; ' "$r" "${ROUND_RATE[$r]}"; done))"; else echo "$RATE records/s = $(awk -v r="$RATE" -v b="$RECORD_SIZE" 'BEGIN{printf "%.1f", r*b/1048576}') MB/s"; fi); every run checked: all records acknowledged, no exception, end offsets sum to the count"
+  echo "- Medians over $RUNS round(s); CPU = utime+stime of the broker processes during the run, per GiB of record data"
   echo
   echo "| Metric | Kafka | Cairn | Cairn/Kafka | Ratio reads |"
   echo "|---|---:|---:|---:|---|"
@@ -424,7 +451,7 @@ MD="$RESULTS/cluster-latest.md"
   if (( ${#NOTES[@]} )); then echo; echo "## Notes"; echo; for e in "${NOTES[@]}"; do echo "- $e"; done; fi
   if (( ${#ERRORS[@]} )); then echo; echo "## Errors"; echo; for e in "${ERRORS[@]}"; do echo "- $e"; done; fi
   echo
-  echo "Raw per-run values: bench/results/cluster-raw.tsv; tool and broker logs: bench/results/cluster-logs/."
+  echo "Raw per-run values: bench/results/$TAG-raw.tsv; tool and broker logs: bench/results/$TAG-logs/."
 } > "$MD"
 echo; cat "$MD"
 (( ${#ERRORS[@]} == 0 )) || { log "${#ERRORS[@]} error(s); see $LOGS"; exit 1; }
