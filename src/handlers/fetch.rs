@@ -72,7 +72,9 @@ pub async fn handle(
     // each topic; either refused gets TOPIC_AUTHORIZATION_FAILED per partition.
     let access = ctx.access(broker);
     let follower_denied = !committed_only && !access.allows_cluster(op::CLUSTER_ACTION);
-    let mut wanted = Vec::new();
+    // Sized up front: with thousands of partitions these are megabytes, and growing them
+    // copied each one several times into freshly faulted pages (perf, 10,000 partitions).
+    let mut wanted = Vec::with_capacity(req.topics.iter().map(|t| t.partitions.len()).sum());
     for (ti, t) in req.topics.iter().enumerate() {
         let name = match ctx.version >= 13 {
             true => broker.catalog.get_by_id(t.topic_id).map(|t| t.name.clone()),
@@ -230,6 +232,7 @@ fn respond(
             FetchableTopicResponse::default()
                 .with_topic(t.topic.clone())
                 .with_topic_id(t.topic_id)
+                .with_partitions(Vec::with_capacity(t.partitions.len()))
         })
         .collect();
     let mut hints = Hints::new(broker, &ctx.conn.listener);
