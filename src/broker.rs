@@ -82,7 +82,7 @@ impl Broker {
         let mut dirs = Vec::new();
         for path in &config.log_dirs {
             let store = Arc::new(
-                RocksStore::open(path)
+                RocksStore::open(path, config.store_direct_writes)
                     .map_err(|e| Error::Storage(format!("log dir {}: {e}", path.display())))?,
             );
             dirs.push(LogDir::new(path.clone(), store.clone()));

@@ -178,6 +178,9 @@ pub struct Config {
     pub fetch_response_bytes_max: usize,
     /// `fetch.memory.max.bytes`: fetched records held in memory until sent, broker-wide.
     pub fetch_memory_bytes_max: usize,
+    /// `log.store.direct.writes`: the stores' flushes and compactions write around the
+    /// page cache.
+    pub store_direct_writes: bool,
     /// `connections.max.idle.ms`: a client connection with no request for so long closes
     /// (`None`: set negative, never).
     pub connections_max_idle_ms: Option<u64>,
@@ -429,6 +432,7 @@ impl Config {
             socket_listen_backlog: p.int("socket.listen.backlog.size")? as u32,
             fetch_response_bytes_max: p.int("fetch.max.bytes")? as usize,
             fetch_memory_bytes_max: p.int("fetch.memory.max.bytes")? as usize,
+            store_direct_writes: p.bool("log.store.direct.writes")?,
             connections_max_idle_ms: u64::try_from(p.int("connections.max.idle.ms")?).ok(),
             connection_limits: limits::parse(&p, &listeners_names)?,
             log_retention_ms: log_retention_ms(&p)?,

@@ -359,6 +359,10 @@ pub static KEYS: &[Key] = &[
         ..int("fetch.memory.max.bytes", Kind::Long, 1 << 20, LONG_MAX, "268435456")
     },
     Key {
+        doc: "Cairn's own: true writes the files each log dir's store makes when it moves appended batches out of memory (flushes and compactions) with direct I/O, around the page cache, as Redpanda writes its logs. Producing then costs less CPU (each byte is copied into the page cache once, for the write-ahead log, instead of twice), but a read of batches no longer in the broker's memory comes from the disk rather than the page cache, where Kafka would find them.",
+        ..boolean("log.store.direct.writes", "false")
+    },
+    Key {
         doc: "Connections the kernel holds for a listener before the broker accepts them (listen(2)'s backlog; the kernel caps it at net.core.somaxconn). Kafka's default is 50; Cairn's is 1024, because at 50 a crowd of clients connecting at once has its connection attempts dropped and retried a second later (docs/FLOOD.md).",
         ..int("socket.listen.backlog.size", Kind::Int, 1, INT_MAX, "1024")
     },
