@@ -212,9 +212,22 @@ fn meta_key(key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// A `WriteBatch`'s header (sequence number and count).
+const WRITE_BATCH_HEADER: usize = 12;
+/// Most of what one append adds to a `WriteBatch` besides its batch's bytes: the keys, the
+/// index, producer, epoch and aborted-transaction records, each with its tag, column family
+/// and lengths.
+const APPEND_OVERHEAD: usize = 192;
+
 impl LogStore for RocksStore {
     fn append(&self, appends: &[Append], durable: bool) -> Result<()> {
-        let mut wb = WriteBatch::default();
+        // Sized for its records up front: grown as it filled, the batch's buffer was
+        // copied over and over (6 % of the broker's CPU producing, in perf).
+        let bytes: usize = appends
+            .iter()
+            .map(|a| a.batch.len() + APPEND_OVERHEAD)
+            .sum();
+        let mut wb = WriteBatch::with_capacity_bytes(WRITE_BATCH_HEADER + bytes);
         let (log, index, producers, meta) = (
             self.cf(CF_LOG),
             self.cf(CF_INDEX),
