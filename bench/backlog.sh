@@ -27,50 +27,10 @@ TOPIC=backlog
 log() { echo "[backlog $(date +%H:%M:%S)] $*" >&2; }
 die() { echo "backlog.sh: $*" >&2; exit 1; }
 
-BINS=()
-for b in "$@"; do
-  [[ -x "$b" ]] || die "$b is not an executable file"
-  BINS+=("$(cd "$(dirname "$b")" && pwd)/$(basename "$b")")
-done
-[[ "$ONLY" == kafka || ${#BINS[@]} -gt 0 ]] || die "usage: $0 CAIRN_BINARY [MORE...] (or BENCH_ONLY=kafka)"
-command -v kcat >/dev/null || die "kcat is missing (scripts/install-deps.sh bench)"
-command -v taskset >/dev/null || die "taskset is missing (util-linux)"
-(( $(nproc) >= 2 )) || die "needs two cores"
-
-read -r PORT _ < <("$ROOT/compat-tests/kafka-ref/port-pair.sh")
-BOOT="127.0.0.1:$PORT"
-mkdir -p "$WORK" "$HERE/results"
-RAW="$WORK/raw.tsv"
-: > "$RAW"
-BROKER_PID=""
-KAFKA_DIR=""
-
-cleanup() {
-  if [[ -n "$KAFKA_DIR" ]]; then "$ROOT/compat-tests/kafka-ref/stop.sh" "$KAFKA_DIR" >/dev/null 2>&1 || true; fi
-  if [[ -n "$BROKER_PID" ]]; then kill "$BROKER_PID" 2>/dev/null || true; wait "$BROKER_PID" 2>/dev/null || true; fi
-}
-trap cleanup EXIT
-
-# The records: N lines of 1023 bytes and a newline (kcat sends one record per line).
-LINES="$WORK/lines-$N"
-if [[ ! -f "$LINES" ]]; then
-  log "writing $N records of 1 KiB to $LINES"
-  python3 - "$LINES" "$N" <<'PY'
-import sys
-line = b"x" * 1023 + b"\n"
-with open(sys.argv[1], "wb") as f:
-    for _ in range(int(sys.argv[2])):
-        f.write(line)
-PY
-fi
-
-drop_caches() {
-  sync
-  if echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then echo dropped; else echo kept; fi
-}
+source "$HERE/pinned-lib.sh"
+pinned_init "$@"
 
 busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
-proc_jiffies() { awk '{print $14+$15}' "/proc/$1/stat"; }
 
 # start_broker KIND BIN DIR: starts it on core 0; sets BROKER_PID (and KAFKA_DIR).
 start_broker() {
@@ -86,16 +46,6 @@ start_broker() {
     BROKER_PID=$!
     for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
   fi
-}
-
-stop_broker() {
-  if [[ -n "$KAFKA_DIR" ]]; then
-    "$ROOT/compat-tests/kafka-ref/stop.sh" "$KAFKA_DIR" >/dev/null
-    KAFKA_DIR=""
-  else
-    kill "$BROKER_PID"; wait "$BROKER_PID" || true
-  fi
-  BROKER_PID=""
 }
 
 # read_all NAME RUN PHASE: one kcat read of the whole topic; a line to $RAW.

@@ -28,48 +28,14 @@ KRUN="$ROOT/compat-tests/java/kafka-run.sh"
 log() { echo "[partitions $(date +%H:%M:%S)] $*" >&2; }
 die() { echo "partitions.sh: $*" >&2; exit 1; }
 
-BINS=()
-for b in "$@"; do
-  [[ -x "$b" ]] || die "$b is not an executable file"
-  BINS+=("$(cd "$(dirname "$b")" && pwd)/$(basename "$b")")
-done
-[[ "$ONLY" == kafka || ${#BINS[@]} -gt 0 ]] || die "usage: $0 CAIRN_BINARY [MORE...] (or BENCH_ONLY=kafka)"
-command -v kcat >/dev/null || die "kcat is missing (scripts/install-deps.sh bench)"
-command -v taskset >/dev/null || die "taskset is missing (util-linux)"
-(( $(nproc) >= 2 )) || die "needs two cores"
+source "$HERE/pinned-lib.sh"
+pinned_init "$@"
 MAX=0
 for p in $COUNTS; do (( p > MAX )) && MAX=$p; done
 
-read -r PORT _ < <("$ROOT/compat-tests/kafka-ref/port-pair.sh")
-BOOT="127.0.0.1:$PORT"
-mkdir -p "$WORK" "$HERE/results"
-RAW="$WORK/raw.tsv"
-: > "$RAW"
-BROKER_PID=""
-KAFKA_DIR=""
-STARTER=""
-
-cleanup() {
-  if [[ -n "$STARTER" ]]; then kill "$STARTER" 2>/dev/null || true; fi
-  if [[ -n "$KAFKA_DIR" ]]; then "$ROOT/compat-tests/kafka-ref/stop.sh" "$KAFKA_DIR" >/dev/null 2>&1 || true; fi
-  if [[ -n "$BROKER_PID" ]]; then kill "$BROKER_PID" 2>/dev/null || true; wait "$BROKER_PID" 2>/dev/null || true; fi
-}
-trap cleanup EXIT
-
-# The records: N lines of 1023 bytes and a newline (kcat sends one record per line).
-LINES="$WORK/lines-$N"
-if [[ ! -f "$LINES" ]]; then
-  python3 -c 'import sys; sys.stdout.buffer.write((b"x" * 1023 + b"\n") * int(sys.argv[1]))' "$N" > "$LINES"
-fi
-
 now_ms() { date +%s%3N; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-proc_jiffies() { awk '{print $14+$15}' "/proc/$1/stat"; }
 status_mib() { awk -v k="$2:" '$1 == k {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
-drop_caches() {
-  sync
-  if echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then echo dropped; else echo kept; fi
-}
 
 # launch KIND BIN DIR: starts the broker on core 0 without waiting; sets BROKER_PID for
 # Cairn, STARTER (kafka-ref/start.sh, which waits for Kafka) for Kafka.
@@ -97,16 +63,6 @@ ready() {
     for _ in $(seq 600); do port_open "$PORT" && return 0; sleep 0.1; done
     die "Cairn did not start: $(tail -3 "$dir/cairn.log")"
   fi
-}
-
-stop_broker() {
-  if [[ -n "$KAFKA_DIR" ]]; then
-    "$ROOT/compat-tests/kafka-ref/stop.sh" "$KAFKA_DIR" >/dev/null
-    KAFKA_DIR=""
-  else
-    kill "$BROKER_PID"; wait "$BROKER_PID" || true
-  fi
-  BROKER_PID=""
 }
 
 # first_produce TOPIC: retries a one-record produce every 10 ms until it is acknowledged.
