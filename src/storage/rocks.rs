@@ -95,12 +95,12 @@ impl RocksStore {
         // in key order), and a consumer catching up reads them in that order: the kernel's
         // readahead serves that, which RocksDB's default advice of random access turns off.
         db_opts.set_advise_random_on_open(false);
-        // A flush copies every batch out of the memtable into a blob file. Through the page
-        // cache that copy cost about a third of the broker's CPU per GiB produced (perf, the
-        // Java producer at full speed): each byte goes into the page cache twice, once for
-        // the WAL and once for the blob file. Written with direct I/O (opt-in,
-        // `log.store.direct.writes`), it goes once; the price is that a read of batches
-        // flushed since comes from the disk, not the page cache.
+        // A flush copies every batch out of the memtable into a blob file: through the page
+        // cache, each byte goes into it twice, once for the WAL and once for the blob file.
+        // Written with direct I/O (opt-in, `log.store.direct.writes`), it goes once. In
+        // alternating runs that took a fifth off the broker's CPU for producing, and added
+        // two fifths to reading the data back at once, which then comes from the disk, not
+        // the page cache (docs/BENCHMARKS.md).
         let direct_writes = direct_writes && direct_io_works(dir);
         db_opts.set_use_direct_io_for_flush_and_compaction(direct_writes);
 
