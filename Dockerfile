@@ -9,6 +9,7 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY .cargo .cargo
 COPY src src
+COPY vendor vendor
 ARG CAIRN_GIT_REVISION=unknown
 ENV CAIRN_GIT_REVISION=${CAIRN_GIT_REVISION}
 # RUSTFLAGS replaces .cargo/config.toml's flags, so the CPU features are repeated here;

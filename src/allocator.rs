@@ -4,9 +4,10 @@
 //! mimalloc keeps freed pages for reuse where glibc's malloc returned a fetch's
 //! megabyte-sized buffers to the kernel and faulted them in again on the next read.
 //!
-//! Why the largest go around it: kafka-protocol's decoders reserve an array's capacity from
-//! the count on the wire before reading a single element (docs/FUZZING.md, finding 1), so a
-//! request of 20 bytes can ask for gigabytes. Under Linux's default overcommit an untouched
+//! Why the largest go around it: kafka-protocol 0.18.0's decoders reserved an array's
+//! capacity from the count on the wire before reading a single element (docs/FUZZING.md,
+//! finding 1; the vendored copy in vendor/kafka-protocol bounds it now), so a request of 20
+//! bytes could ask for gigabytes. Under Linux's default overcommit an untouched
 //! reservation costs nothing, and the decoder frees it at its next error. But mimalloc leaves
 //! some memory resident for each such reservation it serves, after it is freed: 100,000
 //! ListGroups requests claiming 20 million to 2 billion states each grew a broker by 107 MB,
