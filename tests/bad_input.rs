@@ -536,20 +536,27 @@ fn rss_kib(b: &Broker) -> u64 {
 /// A ListGroups v5 request whose StatesFilter claims `n` strings and holds none: the
 /// decoder reserves room for all of them before it reads the first (finding 1).
 fn list_groups_claiming(n: u64) -> Vec<u8> {
+    let mut rest = vec![0]; // the header's tagged fields
+    let mut count = n + 1; // compact arrays count one more
+    while count >= 0x80 {
+        rest.push((count as u8 & 0x7f) | 0x80);
+        count >>= 7;
+    }
+    rest.push(count as u8);
+    rest.extend_from_slice(&[1, 0]);
+    claiming_frame(16, 5, &rest) // ListGroups v5
+}
+
+/// A request frame of `api` at `version` from client "big": its header up to the client
+/// id, then `rest`.
+fn claiming_frame(api: i16, version: i16, rest: &[u8]) -> Vec<u8> {
     let mut body = Vec::new();
-    body.extend_from_slice(&16i16.to_be_bytes()); // ListGroups
-    body.extend_from_slice(&5i16.to_be_bytes());
+    body.extend_from_slice(&api.to_be_bytes());
+    body.extend_from_slice(&version.to_be_bytes());
     body.extend_from_slice(&1i32.to_be_bytes());
     body.extend_from_slice(&3i16.to_be_bytes());
     body.extend_from_slice(b"big");
-    body.push(0); // the header's tagged fields
-    let mut count = n + 1; // compact arrays count one more
-    while count >= 0x80 {
-        body.push((count as u8 & 0x7f) | 0x80);
-        count >>= 7;
-    }
-    body.push(count as u8);
-    body.extend_from_slice(&[1, 0]);
+    body.extend_from_slice(rest);
     let mut frame = (body.len() as i32).to_be_bytes().to_vec();
     frame.extend_from_slice(&body);
     frame
@@ -595,16 +602,7 @@ fn requests_claiming_gigabyte_arrays_leave_no_memory_behind() {
 /// A Metadata v1 request (a classic array, its count an INT32) whose topics claim `n`
 /// entries and hold none.
 fn metadata_claiming(n: i32) -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&3i16.to_be_bytes()); // Metadata
-    body.extend_from_slice(&1i16.to_be_bytes());
-    body.extend_from_slice(&1i32.to_be_bytes());
-    body.extend_from_slice(&3i16.to_be_bytes());
-    body.extend_from_slice(b"big");
-    body.extend_from_slice(&n.to_be_bytes());
-    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    frame
+    claiming_frame(3, 1, &n.to_be_bytes()) // Metadata v1
 }
 
 /// Finding 1 (docs/FUZZING.md): kafka-protocol 0.18.0 reserves room for every element an
