@@ -534,7 +534,8 @@ fn rss_kib(b: &Broker) -> u64 {
 }
 
 /// A ListGroups v5 request whose StatesFilter claims `n` strings and holds none: the
-/// decoder reserves room for all of them before it reads the first (finding 1).
+/// released kafka-protocol 0.18.0 reserved room for all of them before it read the first
+/// (finding 1; the vendored copy no longer does).
 fn list_groups_claiming(n: u64) -> Vec<u8> {
     let mut rest = vec![0]; // the header's tagged fields
     let mut count = n + 1; // compact arrays count one more
