@@ -181,8 +181,9 @@ pub struct Config {
     /// `log.store.direct.writes`: the stores' flushes and compactions write around the
     /// page cache.
     pub store_direct_writes: bool,
-    /// `connections.max.idle.ms`: a client connection with no request for so long closes
-    /// (`None`: set negative, never).
+    /// `connections.max.idle.ms`: a client connection with no request for so long closes,
+    /// and so does one whose responses wait with none written for so long (`None`: set
+    /// negative, never).
     pub connections_max_idle_ms: Option<u64>,
     /// `max.connections`, per listener too, and `max.connections.per.ip[.overrides]`.
     pub connection_limits: limits::ConnectionLimits,

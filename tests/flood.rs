@@ -297,9 +297,20 @@ fn produce_once_led(c: &mut Client, topic: &str, partition: i32, records: Bytes)
 }
 
 /// A fetch of the whole backlog, every partition from offset 0, as large as the broker
-/// allows.
+/// allows, framed.
 fn maximal_fetch(correlation: i32) -> Bytes {
-    let req = FetchRequest::default()
+    cairn::wire::request_frame(
+        ApiKey::Fetch,
+        12,
+        correlation,
+        "greedy",
+        &maximal_fetch_request(),
+    )
+    .unwrap()
+}
+
+fn maximal_fetch_request() -> FetchRequest {
+    FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(0)
         .with_min_bytes(1)
@@ -318,8 +329,7 @@ fn maximal_fetch(correlation: i32) -> Bytes {
                             .with_partition_max_bytes(i32::MAX)
                     })
                     .collect(),
-            )]);
-    cairn::wire::request_frame(ApiKey::Fetch, 12, correlation, "greedy", &req).unwrap()
+            )])
 }
 
 /// Reads one response frame, throwing its bytes away as they come; its length.
@@ -545,4 +555,140 @@ fn a_flood_of_connections_and_fetches_leaves_a_normal_client_served_within_a_mem
         mib(peak),
         mib(MEMORY_BOUND)
     );
+}
+
+/// Clients that send fetches and never read the answers, each with a small receive buffer.
+/// Kafka mutes a connection from a request until its response is sent, so such a client
+/// holds one response; Cairn reads ahead while it writes, but past a few unsent bytes it
+/// waits as Kafka does. So each stalled client holds one response's records, the fetch
+/// memory budget stays with the clients that read (a reader's maximal fetch still gets its
+/// full size), and a stalled connection is closed after `connections.max.idle.ms` with no
+/// response written, as Kafka closes an idle one, which gives its records back.
+#[test]
+fn clients_that_stop_reading_hold_one_response_each_until_the_idle_timeout() {
+    /// Stalled clients, and the fetches each sends without reading.
+    const STALLED: usize = 2;
+    const PIPELINED: usize = 6;
+    /// fetch.max.bytes, Kafka's default: the most one response carries.
+    const RESPONSE_MAX: usize = 50 << 20;
+    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let broker = Broker::start_with(&[
+        &format!("metrics.listener={metrics}"),
+        &format!("fetch.memory.max.bytes={FETCH_MEMORY}"),
+        &format!("fetch.max.bytes={RESPONSE_MAX}"),
+        "connections.max.idle.ms=10000",
+    ]);
+    let scrape = |name: &str, labels: &[(&str, &str)]| {
+        let (_, text) = http_get(metrics, "/metrics");
+        metric_value(&text, name, labels).unwrap_or(0.0)
+    };
+    let held = || scrape("cairn_fetch_memory_held_bytes", &[]);
+    let connections = || {
+        scrape(
+            "kafka_server_socket_server_metrics_connection_count",
+            &[("listener", "PLAINTEXT")],
+        )
+    };
+    let mut c = broker.client();
+    assert_eq!(c.create_topic("backlog", PARTITIONS, &[]), 0);
+    let value = "x".repeat(1000);
+    let values: Vec<&str> = (0..1000).map(|_| value.as_str()).collect();
+    let mut backlog = 0;
+    for p in 0..PARTITIONS {
+        for _ in 0..BATCHES_PER_PARTITION {
+            let b = batch(&values);
+            backlog += b.len();
+            assert_eq!(produce_once_led(&mut c, "backlog", p, b), 0);
+        }
+    }
+    drop(c);
+    assert!(
+        backlog > RESPONSE_MAX,
+        "each maximal fetch is answered in full"
+    );
+    let baseline = connections();
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let stalled_at = Instant::now();
+    let stalled: Vec<TcpStream> = rt.block_on(async {
+        let mut out = Vec::new();
+        for _ in 0..STALLED {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.set_recv_buffer_size(4096).unwrap();
+            let mut s = socket.connect(broker.addr).await.unwrap();
+            for correlation in 0..PIPELINED {
+                s.write_all(&maximal_fetch(correlation as i32))
+                    .await
+                    .unwrap();
+            }
+            out.push(s);
+        }
+        out
+    });
+    // What they hold once the broker has written all it can: sampled until it is the same
+    // twice in a row a second apart.
+    let mut last = -1.0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let stuck = loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = held();
+        if now > 0.0 && now == last {
+            break now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the fetch memory held never settled"
+        );
+        last = now;
+    };
+    // A reader meanwhile: its maximal fetch is answered in full, not with the first batch
+    // of each partition that a fetch gets when the budget is all held.
+    let mut reader = Client::connect(broker.addr);
+    let resp: FetchResponse = reader.send(ApiKey::Fetch, 12, &maximal_fetch_request());
+    let read: usize = resp.responses[0]
+        .partitions
+        .iter()
+        .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+        .sum();
+    drop(reader);
+    let mib = |b: f64| b / (1 << 20) as f64;
+    println!(
+        "{STALLED} clients with {PIPELINED} fetches each, unread: {:.1} MiB of fetched records held (budget {:.0} MiB); a reader's maximal fetch got {:.1} MiB",
+        mib(stuck),
+        mib(FETCH_MEMORY as f64),
+        mib(read as f64),
+    );
+    assert!(
+        stuck <= (STALLED * RESPONSE_MAX) as f64,
+        "{STALLED} clients that stopped reading hold {:.1} MiB of fetched records, more than one response ({:.0} MiB) each",
+        mib(stuck),
+        mib(RESPONSE_MAX as f64),
+    );
+    assert!(
+        read > RESPONSE_MAX - (2 << 20),
+        "a reader's maximal fetch got {:.1} MiB, not the {:.0} MiB it asked for, while clients that stopped reading hold {:.1} MiB",
+        mib(read as f64),
+        mib(RESPONSE_MAX as f64),
+        mib(stuck),
+    );
+
+    // connections.max.idle.ms later, with nothing read, the broker has let them go.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while connections() > baseline || held() > 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "two minutes on, the broker still holds {} connections (before: {baseline}) and {:.1} MiB of fetched records",
+            connections(),
+            mib(held()),
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    println!(
+        "the broker let them go {:.1} s after they sent their fetches (connections.max.idle.ms 10 s)",
+        stalled_at.elapsed().as_secs_f64()
+    );
+    drop(stalled);
 }

@@ -17,14 +17,15 @@ pub mod tls;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
@@ -36,6 +37,14 @@ use crate::wire::splice::Pieces;
 
 /// Responses queued for the writer per connection before the reader waits.
 const RESPONSES_QUEUED_MAX: usize = 8;
+
+/// Bytes of responses a connection may have unsent (queued, or being written) before its
+/// reader takes no further request. Kafka mutes a channel from a request's arrival until its
+/// response is sent, so a client that stops reading holds one response. Cairn reads ahead
+/// while responses are written, which pipelining producers need, but past this many bytes
+/// it waits as Kafka does: a client that stops reading holds one fetch response, not
+/// `RESPONSES_QUEUED_MAX` of them, and leaves the fetch memory budget to the others.
+const RESPONSE_BYTES_UNSENT_MAX: usize = 1 << 20;
 
 /// How long a client has to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -296,6 +305,78 @@ where
     crate::log::reads::as_one_reader(requests(broker, ctx, rd, wr)).await
 }
 
+/// A connection's response bytes not yet written to its socket.
+#[derive(Default)]
+struct Unsent {
+    bytes: AtomicUsize,
+    /// Set when the writer has ended (the client is gone, or the connection closes).
+    ended: AtomicBool,
+    /// Woken whenever a response has been written, and when the writer ends.
+    written: Notify,
+}
+
+impl Unsent {
+    fn written(&self, n: usize) {
+        self.bytes.fetch_sub(n, Ordering::AcqRel);
+        self.written.notify_one();
+    }
+
+    /// Waits while more than [`RESPONSE_BYTES_UNSENT_MAX`] bytes are unsent. False when the
+    /// writer has ended, or when no response was written for `idle` (a client that stopped
+    /// reading, closed as Kafka closes a connection idle for `connections.max.idle.ms`).
+    async fn drained(&self, idle: Option<Duration>) -> bool {
+        if self.bytes.load(Ordering::Acquire) <= RESPONSE_BYTES_UNSENT_MAX {
+            return !self.ended.load(Ordering::Acquire);
+        }
+        loop {
+            let written = self.written.notified();
+            tokio::pin!(written);
+            written.as_mut().enable();
+            if self.ended.load(Ordering::Acquire) {
+                return false;
+            }
+            if self.bytes.load(Ordering::Acquire) <= RESPONSE_BYTES_UNSENT_MAX {
+                return true;
+            }
+            match idle {
+                Some(idle) => {
+                    if tokio::time::timeout(idle, written).await.is_err() {
+                        return false;
+                    }
+                }
+                None => written.await,
+            }
+        }
+    }
+}
+
+/// Writes a connection's responses in order until the reader is done or the socket fails.
+async fn write_responses<W>(wr: &mut W, rx: &mut mpsc::Receiver<Pieces>, unsent: &Unsent)
+where
+    W: AsyncWrite + Unpin,
+{
+    while let Some(mut first) = rx.recv().await {
+        // Vectored: a fetch response's record sets are pieces of their own.
+        let n = first.remaining();
+        if wr.write_all_buf(&mut first).await.is_err() {
+            return;
+        }
+        unsent.written(n);
+        // Drain what is already queued before the flush, so pipelined responses share it.
+        while let Ok(mut more) = rx.try_recv() {
+            let n = more.remaining();
+            if wr.write_all_buf(&mut more).await.is_err() {
+                return;
+            }
+            unsent.written(n);
+        }
+        if wr.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
 async fn requests<R, W>(broker: Arc<Broker>, ctx: Connection, rd: R, mut wr: W)
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -303,24 +384,15 @@ where
 {
     let peer = ctx.peer;
     let (tx, mut rx) = mpsc::channel::<Pieces>(RESPONSES_QUEUED_MAX);
-    let writer = tokio::spawn(async move {
-        while let Some(mut first) = rx.recv().await {
-            // Vectored: a fetch response's record sets are pieces of their own.
-            if wr.write_all_buf(&mut first).await.is_err() {
-                return;
-            }
-            // Drain what is already queued before the flush, so pipelined responses share it.
-            while let Ok(mut more) = rx.try_recv() {
-                if wr.write_all_buf(&mut more).await.is_err() {
-                    return;
-                }
-            }
-            if wr.flush().await.is_err() {
-                return;
-            }
-        }
-        let _ = wr.shutdown().await;
-    });
+    let unsent = Arc::new(Unsent::default());
+    let writer = {
+        let unsent = unsent.clone();
+        tokio::spawn(async move {
+            write_responses(&mut wr, &mut rx, &unsent).await;
+            unsent.ended.store(true, Ordering::Release);
+            unsent.written.notify_one();
+        })
+    };
 
     let mut frames = FrameReader::new(rd, broker.config.socket_request_bytes_max as usize);
     let mut shutdown = broker.shutdown_signal();
@@ -331,6 +403,8 @@ where
         .config
         .connections_max_idle_ms
         .map(Duration::from_millis);
+    // Set when the client stopped reading: its unsent responses are dropped, not waited for.
+    let mut stalled = false;
     loop {
         let next = tokio::select! {
             f = frames.next() => f,
@@ -362,7 +436,18 @@ where
         };
         match outcome {
             Outcome::Respond(bytes) => {
-                if tx.send(bytes).await.is_err() {
+                unsent.bytes.fetch_add(bytes.remaining(), Ordering::AcqRel);
+                // (At shutdown too: the answer to a request handled goes out, within the
+                // broker's shutdown grace.)
+                let sent = match idle {
+                    Some(idle) => tokio::time::timeout(idle, tx.send(bytes)).await,
+                    None => Ok(tx.send(bytes).await),
+                };
+                if !(matches!(sent, Ok(Ok(()))) && unsent.drained(idle).await) {
+                    if !unsent.ended.load(Ordering::Acquire) {
+                        tracing::debug!(peer = %peer, idle_ms = ?idle, "closing a connection whose client does not read its responses (connections.max.idle.ms)");
+                        stalled = true;
+                    }
                     break;
                 }
                 if ctx.session().is_some_and(|s| s.failed()) {
@@ -391,6 +476,9 @@ where
         }
     }
     drop(tx);
+    if stalled {
+        writer.abort();
+    }
     let _ = writer.await;
     // KIP-932: a share session ends with the connection it was opened on.
     broker
