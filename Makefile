@@ -7,7 +7,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/cairn-target
 export CAIRN_GIT_REVISION ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CAIRN := $(CARGO_TARGET_DIR)/release/cairn
 
-.PHONY: run test build unit compat faults faults-long fuzz bench bench-cluster fmt
+.PHONY: run test build unit compat faults faults-long fuzz bench bench-goals bench-cluster fmt
 
 build:
 	./scripts/install-deps.sh run
@@ -52,10 +52,17 @@ compat: build
 	./compat-tests/run-all.sh $(CAIRN)
 
 bench: build
+	./scripts/install-deps.sh bench
 	./bench/run.sh $(CAIRN)
+
+# Issue 19's goals in one run (about an hour): every bench script beside Kafka, then profiles.
+bench-goals: build
+	./scripts/install-deps.sh bench
+	./bench/goals.sh $(CAIRN)
 
 # Three Cairn brokers against three Kafka brokers, RF=3 acks=all.
 bench-cluster: build
+	./scripts/install-deps.sh bench
 	nice -n 10 ./bench/cluster.sh $(CAIRN)
 
 fmt:

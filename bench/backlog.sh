@@ -8,7 +8,9 @@
 # caches warm).
 # Reported per read: MB/s, the broker's CPU-seconds per GiB (/proc/PID/stat), the whole
 # machine's busy CPU-seconds per GiB (/proc/stat: Kafka's page cache work happens in
-# kernel threads), peak resident memory. Medians of RUNS runs; Cairn/Kafka ratios.
+# kernel threads), peak resident memory, the broker's context switches and page faults per
+# GiB (perf stat; bench/counters-lib.sh). Medians of RUNS runs; Cairn/Kafka ratios.
+# BENCH_PROFILE=1 profiles every read too (TAG.top.txt, TAG.svg in WORK; see counters-lib.sh).
 # Apache Kafka (KAFKA_REF_VERSION, from compat-tests/kafka-ref) runs first, each Cairn
 # binary after it, in the same run. Results: bench/results/backlog.md.
 # Environment: RUNS (default 3), N (default 1000000), PARTS (default 8),
@@ -29,6 +31,7 @@ die() { echo "backlog.sh: $*" >&2; exit 1; }
 
 source "$HERE/pinned-lib.sh"
 pinned_init "$@"
+source "$HERE/counters-lib.sh"
 
 busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
 
@@ -52,19 +55,25 @@ start_broker() {
 read_all() {
   local name="$1" run="$2" phase="$3"
   local j0 b0 t0 n t1 j1 b1
+  local counts="$WORK/$name-$run-$phase.perfstat"
+  counters_begin "$BROKER_PID" "$counts"
   j0=$(proc_jiffies "$BROKER_PID"); b0=$(busy_jiffies); t0=$(date +%s%N)
   n=$(taskset -c 1 kcat -C -b "$BOOT" -t "$TOPIC" -o beginning -e -q -f '%S\n' | wc -l)
   t1=$(date +%s%N); j1=$(proc_jiffies "$BROKER_PID"); b1=$(busy_jiffies)
+  counters_end
   [[ "$n" == "$N" ]] || die "$name run $run $phase: read $n records, wrote $N"
   local hwm; hwm=$(awk '/VmHWM/{print $2}' "/proc/$BROKER_PID/status")
-  python3 - "$name" "$run" "$phase" "$N" "$t0" "$t1" "$j0" "$j1" "$b0" "$b1" "$hwm" >> "$RAW" <<'PY'
+  local cs pf
+  cs=$(counter "$counts" context-switches); pf=$(counter "$counts" page-faults)
+  python3 - "$name" "$run" "$phase" "$N" "$t0" "$t1" "$j0" "$j1" "$b0" "$b1" "$hwm" "${cs:--1}" "${pf:--1}" >> "$RAW" <<'PY'
 import os, sys
-name, run, phase, n, t0, t1, j0, j1, b0, b1, hwm = sys.argv[1:]
+name, run, phase, n, t0, t1, j0, j1, b0, b1, hwm, cs, pf = sys.argv[1:]
 hz = os.sysconf("SC_CLK_TCK")
 gib = int(n) * 1024 / 2**30
 secs = (int(t1) - int(t0)) / 1e9
+per_gib = lambda c: "nan" if int(c) < 0 else f"{int(c) / gib / 1000:.1f}"
 print(f"{name}\t{run}\t{phase}\t{gib * 1024 / secs:.1f}\t{(int(j1) - int(j0)) / hz / gib:.3f}\t"
-      f"{(int(b1) - int(b0)) / hz / gib:.3f}\t{int(hwm) // 1024}")
+      f"{(int(b1) - int(b0)) / hz / gib:.3f}\t{int(hwm) // 1024}\t{per_gib(cs)}\t{per_gib(pf)}")
 PY
   log "$name run $run $phase: $(tail -1 "$RAW" | cut -f4-)"
 }
@@ -117,12 +126,14 @@ lines = [f"# Reading a backlog, pinned: {datetime.datetime.utcnow():%Y-%m-%d %H:
          f"core 1; medians of {runs} runs. cold: first read after a restart (page cache {cache} "
          "before it); hot: the second read.",
          "",
-         "| broker | read | MB/s | broker CPU-s/GiB | machine CPU-s/GiB | peak RSS MiB |",
-         "|---|---|---:|---:|---:|---:|"]
+         "| broker | read | MB/s | broker CPU-s/GiB | machine CPU-s/GiB | peak RSS MiB "
+         "| broker context switches, k/GiB | broker page faults, k/GiB |",
+         "|---|---|---:|---:|---:|---:|---:|---:|"]
 for name in names:
     for phase in ("cold", "hot"):
         lines.append(f"| {name} | {phase} | {med(name, phase, 3):.0f} | {med(name, phase, 4):.2f} | "
-                     f"{med(name, phase, 5):.2f} | {med(name, phase, 6):.0f} |")
+                     f"{med(name, phase, 5):.2f} | {med(name, phase, 6):.0f} | "
+                     f"{med(name, phase, 7):.1f} | {med(name, phase, 8):.1f} |")
 if kafka:
     lines += ["", "Ratios, Cairn/Kafka (MB/s higher is better, CPU lower is better):", "",
               "| broker | read | MB/s | broker CPU/GiB | machine CPU/GiB |", "|---|---|---:|---:|---:|"]
@@ -132,7 +143,8 @@ if kafka:
         for phase in ("cold", "hot"):
             r = [med(name, phase, c) / med(kafka, phase, c) for c in (3, 4, 5)]
             lines.append(f"| {name} | {phase} | {r[0]:.2f}x | {r[1]:.2f}x | {r[2]:.2f}x |")
-lines += ["", "Raw runs (name, run, read, MB/s, broker CPU-s/GiB, machine CPU-s/GiB, peak RSS MiB):", "",
+lines += ["", "Raw runs (name, run, read, MB/s, broker CPU-s/GiB, machine CPU-s/GiB, peak RSS MiB, "
+          "context switches and page faults in thousands per GiB; nan: perf was not there):", "",
           "```"] + ["\t".join(r) for r in rows] + ["```", ""]
 open(out, "w").write("\n".join(lines))
 print("\n".join(lines))

@@ -22,7 +22,9 @@
 #      member; its rebalance.time.ms) and bench/GroupReader.java (3 members of one
 #      group over the 16 partitions: subscribe -> every member's first record, MB/s)
 #   5. broker RSS after startup (VmRSS) and peak (VmHWM at the end), broker
-#      CPU-seconds per GiB moved (from /proc/PID/stat), client CPU (GNU time)
+#      CPU-seconds per GiB moved (from /proc/PID/stat), client CPU (GNU time), and per
+#      produce and consume-by-partition step the broker's context switches and page faults
+#      per GiB (perf stat, bench/counters-lib.sh)
 # Then medians over runs, a table with the Cairn/Kafka ratios, printed and
 # written to bench/results/latest.md (raw per-run values: bench/results/raw.tsv,
 # tool outputs: bench/results/logs/).
@@ -39,6 +41,8 @@
 #   BENCH_KEEP=1         keep the broker data dirs afterwards
 #   BENCH_START_TIMEOUT  seconds to wait for the first produce (default 180)
 #   BENCH_STEP_TIMEOUT   seconds allowed per perf-test / read pass (default 900)
+#   BENCH_PROFILE=1      also profile each produce and consume-by-partition step (perf record;
+#                        bench/counters-lib.sh): TAG.top.txt and TAG.svg in bench/results/logs/
 # Run it niced on a shared machine: nice -n 10 bench/run.sh ...
 set -euo pipefail
 
@@ -171,6 +175,18 @@ vm_mib() { awk -v k="$2:" '$1 == k {printf "%.0f", $2 / 1024}' "/proc/$1/status"
 
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$RAW"; }
 
+source "$HERE/counters-lib.sh"
+# record_counters broker key run: the step's context switches and page faults per GiB moved.
+record_counters() {
+  local f="$LOGS/$4.perfstat" gib
+  gib="$(awk -v n="$N" -v s="$RECORD_SIZE" 'BEGIN{print n*s/1073741824}')"
+  local cs pf
+  cs="$(per_gib "$(counter "$f" context-switches)" "$gib")"
+  pf="$(per_gib "$(counter "$f" page-faults)" "$gib")"
+  [[ "$cs" == n/a ]] || record "$1" "${2}_cs" "$3" "$cs"
+  [[ "$pf" == n/a ]] || record "$1" "${2}_pf" "$3" "$pf"
+}
+
 # compiled once per source version into bench/results/.classes
 CLASSES="$RESULTS/.classes"
 SRC_SUM="$(cat "$HERE/ByPartitionReader.java" "$HERE/GroupReader.java" "$JAVA_DIR/pom.xml" | sha256sum | cut -c1-16)"
@@ -255,6 +271,7 @@ produce() {  # broker 1|all|txn run
   out="$LOGS/$tag.out"; err="$LOGS/$tag.err"
   create_topic "$b" "$t" || return 0
   log "$b: ProducerPerformance ${txn[*]:-acks=$acks} run $run: $N x $RECORD_SIZE B -> $t"
+  counters_begin "$BPID" "$LOGS/$tag.perfstat"
   c0=$(cpu_ticks "$BPID")
   KAFKA_HEAP_OPTS="$CLIENT_HEAP" KAFKA_JVM_PERFORMANCE_OPTS="$CLIENT_JVM" \
     /usr/bin/time -f '%U %S %e' -o "$LOGS/$tag.time" \
@@ -263,6 +280,7 @@ produce() {  # broker 1|all|txn run
       --producer-props bootstrap.servers="$BOOT" acks="$acks" enable.idempotence="$idem" "${PRODUCER_COMMON[@]}" \
       "${txn[@]}" > "$out" 2> "$err" || rc=$?
   c1=$(cpu_ticks "$BPID")
+  counters_end
   broker_alive || { err "$b: broker process died during produce acks=$acks run $run"; return 0; }
   (( rc == 124 )) && { err "$b: produce acks=$acks run $run timed out after ${STEP_TIMEOUT}s (see $out, $err)"; return 0; }
   line="$(grep 'records sent' "$out" | tail -n 1 || true)"
@@ -296,6 +314,7 @@ produce() {  # broker 1|all|txn run
   local gib; gib="$(awk -v n="$N" -v s="$RECORD_SIZE" 'BEGIN{print n*s/1073741824}')"
   record "$b" "${k}_bcpu" "$run" "$(awk -v d=$((c1 - c0)) -v hz="$CLK_TCK" -v g="$gib" 'BEGIN{printf "%.2f", d/hz/g}')"
   record "$b" "${k}_ccpu" "$run" "$(awk '{ if ($3 > 0) printf "%.2f", ($1 + $2) / $3 }' "$LOGS/$tag.time")"
+  record_counters "$b" "$k" "$run" "$tag"
   log "$b: $line"
 }
 
@@ -309,11 +328,13 @@ consume() {  # broker run [committed]: the acks=1 topic, or read_committed the t
     return 0
   fi
   log "$b: ByPartitionReader ${iso[*]} run $run: all $PARTS partitions of $t, no consumer group"
+  counters_begin "$BPID" "$LOGS/$tag.perfstat"
   c0=$(cpu_ticks "$BPID")
   /usr/bin/time -f '%U %S %e' -o "$LOGS/$tag.time" \
     timeout "$STEP_TIMEOUT" java $CLIENT_HEAP $CLIENT_JVM "$LOG4J" -cp "$CLASSES:$LIB/*" ByPartitionReader \
       --bootstrap "$BOOT" --topic "$t" --expect "$N" "${iso[@]}" > "$LOGS/$tag.out" 2> "$LOGS/$tag.err" || rc=$?
   c1=$(cpu_ticks "$BPID")
+  counters_end
   broker_alive || { err "$b: broker process died during consume run $run"; return 0; }
   line="$(grep '^RESULT' "$LOGS/$tag.out" | tail -n 1 || true)"
   if (( rc != 0 )) || [[ -z "$line" ]]; then
@@ -333,6 +354,7 @@ consume() {  # broker run [committed]: the acks=1 topic, or read_committed the t
   local gib; gib="$(awk -v n="$N" -v s="$RECORD_SIZE" 'BEGIN{print n*s/1073741824}')"
   record "$b" "${k}_bcpu" "$run" "$(awk -v d=$((c1 - c0)) -v hz="$CLK_TCK" -v g="$gib" 'BEGIN{printf "%.2f", d/hz/g}')"
   record "$b" "${k}_ccpu" "$run" "$(awk '{ if ($3 > 0) printf "%.2f", ($1 + $2) / $3 }' "$LOGS/$tag.time")"
+  record_counters "$b" "$k" "$run" "$tag"
   log "$b: $line"
 }
 
@@ -528,6 +550,8 @@ ROWS=(
   "p1_p99|Produce acks=1: p99 latency (ms)|0|lower"
   "p1_p999|Produce acks=1: p99.9 latency (ms)|0|lower"
   "p1_bcpu|Produce acks=1: broker CPU-s per GiB|2|lower"
+  "p1_cs|Produce acks=1: broker context switches, thousands per GiB|1|lower"
+  "p1_pf|Produce acks=1: broker page faults, thousands per GiB|1|lower"
   "p1_ccpu|Produce acks=1: client CPU (cores, info)|2|info"
   "pall_mbs|Produce acks=all: MB/s|1|higher"
   "pall_recs|Produce acks=all: records/s|0|higher"
@@ -537,6 +561,8 @@ ROWS=(
   "pall_p99|Produce acks=all: p99 latency (ms)|0|lower"
   "pall_p999|Produce acks=all: p99.9 latency (ms)|0|lower"
   "pall_bcpu|Produce acks=all: broker CPU-s per GiB|2|lower"
+  "pall_cs|Produce acks=all: broker context switches, thousands per GiB|1|lower"
+  "pall_pf|Produce acks=all: broker page faults, thousands per GiB|1|lower"
   "pall_ccpu|Produce acks=all: client CPU (cores, info)|2|info"
   "ptxn_mbs|Produce in transactions (every ${TXN_MS} ms): MB/s|1|higher"
   "ptxn_recs|Produce in transactions: records/s|0|higher"
@@ -546,6 +572,8 @@ ROWS=(
   "c_mbs|Consume by partition (no group): MB/s|1|higher"
   "c_recs|Consume by partition (no group): records/s|0|higher"
   "c_bcpu|Consume: broker CPU-s per GiB|2|lower"
+  "c_cs|Consume: broker context switches, thousands per GiB|1|lower"
+  "c_pf|Consume: broker page faults, thousands per GiB|1|lower"
   "c_ccpu|Consume: client CPU (cores, info)|2|info"
   "ctx_mbs|Consume read_committed, the transactional topic: MB/s|1|higher"
   "ctx_bcpu|Consume read_committed: broker CPU-s per GiB|2|lower"

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Installs what building and testing Cairn needs and is missing: Debian packages (libclang for
 # the rocksdb bindings, a C++ toolchain, kcat, librdkafka's build deps) and a Rust toolchain
-# check. Idempotent and quick when everything is present. Usage: install-deps.sh [run|test]
+# check. Idempotent and quick when everything is present. Usage: install-deps.sh [run|test|bench]
+# (bench: what bench/ needs beyond the tests' packages, linux-perf and inferno's flamegraphs).
 set -euo pipefail
 what=${1:-test}
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in build-essential libclang-dev clang pkg-config; do have_pkg "$p" || need+=("$p"); done
-if [ "$what" = test ]; then
+if [ "$what" = bench ]; then
+  have_pkg linux-perf || need+=(linux-perf)
+fi
+if [ "$what" = test ] || [ "$what" = bench ]; then
   # openssl: scripts/make-test-certs.sh (keytool comes with the JDK). iproute2 (ss) and
   # util-linux (prlimit): tests/bad_input.rs's listen backlog, tests/flood.rs's file limit.
   for p in iproute2 util-linux kcat openssl python3-venv zlib1g-dev libzstd-dev liblz4-dev libssl-dev libsasl2-dev libcurl4-openssl-dev dpkg-dev maven default-jdk-headless curl; do
@@ -46,6 +50,14 @@ fi
 if ! command -v cargo >/dev/null; then
   echo "install-deps: cargo is missing; install Rust (https://rustup.rs) and run again" >&2
   exit 1
+fi
+if [ "$what" = bench ]; then
+  # inferno (crates.io) draws the flamegraphs of bench/counters-lib.sh's profiles.
+  tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}"
+  if [ ! -x "$tools/bin/inferno-flamegraph" ]; then
+    echo "install-deps: installing inferno into $tools"
+    cargo install --quiet --locked --root "$tools" inferno@0.12.8
+  fi
 fi
 if [ "$what" = test ] && ! command -v node >/dev/null; then
   # compat-tests/kafkajs runs kafkajs (npm) on Node.js 18 or newer; Debian 12's is 18.
