@@ -8,9 +8,11 @@
 #   4. bench/cluster.sh        p99 at half of Kafka's peak, 60 s x 3, RF=1 then RF=3
 # then, unless GOALS_PROFILE=0, a profiled pass of Cairn alone (BENCH_PROFILE=1: one run of
 # bench/run.sh and of bench/backlog.sh) for each case's top functions and flamegraph.
-# Writes bench/results/goals.md: each goal, its target, what this run measured. The
-# scripts' own reports stay beside it (latest.md, backlog.md, partitions.md,
-# cluster1-latest.md, cluster-latest.md). Takes about an hour; run it on a quiet machine.
+# Writes bench/results/goals.md: each goal, its target, what this run measured (each
+# script's raw figures are copied into GOALS_WORK, emptied first, and a step not run is
+# "not measured"). The scripts' own reports stay beside it (latest.md, backlog.md,
+# partitions.md, cluster1-latest.md, cluster-latest.md). Takes about an hour; run it on a
+# quiet machine.
 # Environment: GOALS_ONLY (a space-separated subset of: run backlog partitions cluster1
 # cluster3 profile), GOALS_WORK (default /tmp/cairn-bench-goals).
 set -euo pipefail
@@ -21,6 +23,8 @@ CAIRN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 WORK="${GOALS_WORK:-/tmp/cairn-bench-goals}"
 STEPS="${GOALS_ONLY:-run backlog partitions cluster1 cluster3 profile}"
 [[ "${GOALS_PROFILE:-1}" == 0 ]] && STEPS="${STEPS/profile/}"
+# Each run starts afresh: a goal is only reported from this run's figures.
+rm -rf "$WORK"
 mkdir -p "$WORK" "$RESULTS"
 log() { echo "[goals $(date +%H:%M:%S)] $*" >&2; }
 wants() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -43,11 +47,13 @@ if wants cluster1; then
   log "bench/cluster.sh, RF=1, half of Kafka's peak for 60 s, 3 rounds"
   BENCH_NODES=1 BENCH_RATE=half-kafka BENCH_RATE_SECONDS=60 nice -n 10 "$HERE/cluster.sh" "$CAIRN" \
     || log "bench/cluster.sh (RF=1) exited with $?"
+  cp "$RESULTS/cluster1-raw.tsv" "$WORK/cluster1-raw.tsv" 2>/dev/null || true
 fi
 if wants cluster3; then
   log "bench/cluster.sh, RF=3, half of Kafka's peak for 60 s, 3 rounds"
   BENCH_RATE=half-kafka BENCH_RATE_SECONDS=60 nice -n 10 "$HERE/cluster.sh" "$CAIRN" \
     || log "bench/cluster.sh (RF=3) exited with $?"
+  cp "$RESULTS/cluster-raw.tsv" "$WORK/cluster-raw.tsv" 2>/dev/null || true
 fi
 if wants profile; then
   log "profiles: Cairn alone, one run of bench/run.sh and of bench/backlog.sh, perf record"
@@ -87,7 +93,7 @@ def backlog_med(kafka, phase, col):
     return med(r[col] for r in backlog if r[0].startswith("kafka") == kafka and r[2] == phase)
 
 def cluster_med(tag, broker, metric):
-    return med(r[3] for r in rows(os.path.join(results, f"{tag}-raw.tsv"))
+    return med(r[3] for r in rows(os.path.join(work, f"{tag}-raw.tsv"))
                if r[0] == broker and r[1] == metric)
 
 parts = rows(os.path.join(work, "partitions", "raw.tsv"))
