@@ -296,6 +296,23 @@ fn produce_once_led(c: &mut Client, topic: &str, partition: i32, records: Bytes)
     }
 }
 
+/// The topic `backlog`: `PARTITIONS` × `BATCHES_PER_PARTITION` batches of 1,000 × 1 KB
+/// records; its size in bytes.
+fn backlog(c: &mut Client) -> usize {
+    assert_eq!(c.create_topic("backlog", PARTITIONS, &[]), 0);
+    let value = "x".repeat(1000);
+    let values: Vec<&str> = (0..1000).map(|_| value.as_str()).collect();
+    let mut bytes = 0;
+    for p in 0..PARTITIONS {
+        for _ in 0..BATCHES_PER_PARTITION {
+            let b = batch(&values);
+            bytes += b.len();
+            assert_eq!(produce_once_led(c, "backlog", p, b), 0);
+        }
+    }
+    bytes
+}
+
 /// A fetch of the whole backlog, every partition from offset 0, as large as the broker
 /// allows, framed.
 fn maximal_fetch(correlation: i32) -> Bytes {
@@ -445,18 +462,8 @@ fn a_flood_of_connections_and_fetches_leaves_a_normal_client_served_within_a_mem
     let target = Target::from_env();
     let pid = target.pid();
     let mut c = Client::connect(target.addr());
-    assert_eq!(c.create_topic("backlog", PARTITIONS, &[]), 0);
+    let backlog = backlog(&mut c);
     assert_eq!(c.create_topic("steady", 1, &[]), 0);
-    let value = "x".repeat(1000);
-    let values: Vec<&str> = (0..1000).map(|_| value.as_str()).collect();
-    let mut backlog = 0;
-    for p in 0..PARTITIONS {
-        for _ in 0..BATCHES_PER_PARTITION {
-            let b = batch(&values);
-            backlog += b.len();
-            assert_eq!(produce_once_led(&mut c, "backlog", p, b), 0);
-        }
-    }
     assert_eq!(produce_once_led(&mut c, "steady", 0, batch(&["first"])), 0);
 
     let quiet = steady_rounds(&mut c, "quiet", Duration::ZERO);
@@ -590,17 +597,7 @@ fn clients_that_stop_reading_hold_one_response_each_until_the_idle_timeout() {
         )
     };
     let mut c = broker.client();
-    assert_eq!(c.create_topic("backlog", PARTITIONS, &[]), 0);
-    let value = "x".repeat(1000);
-    let values: Vec<&str> = (0..1000).map(|_| value.as_str()).collect();
-    let mut backlog = 0;
-    for p in 0..PARTITIONS {
-        for _ in 0..BATCHES_PER_PARTITION {
-            let b = batch(&values);
-            backlog += b.len();
-            assert_eq!(produce_once_led(&mut c, "backlog", p, b), 0);
-        }
-    }
+    let backlog = backlog(&mut c);
     drop(c);
     assert!(
         backlog > RESPONSE_MAX,
