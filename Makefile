@@ -19,14 +19,24 @@ run: build
 unit:
 	cargo test --release --locked
 
+# Each step's start time is printed (UTC), so a CI log shows where its time went.
+STEP = @echo "== make test: $$(date -u +%H:%M:%S)"
 test:
+	$(STEP) install-deps
 	./scripts/install-deps.sh test
+	$(STEP) build
 	cargo build --release --locked
+	$(STEP) cargo test
 	cargo test --release --locked
+	$(STEP) fuzz smoke
 	./fuzz/run.sh smoke $(FUZZ_SMOKE_SECONDS)
+	$(STEP) fault harness
 	python3 tests/faults/harness.py $(CAIRN)
+	$(STEP) fault harness, secured
 	python3 tests/faults/harness.py $(CAIRN) --secured --faults $(SECURED_FAULTS)
+	$(STEP) compat suites
 	./compat-tests/run-all.sh $(CAIRN)
+	$(STEP) done
 
 # Each fuzz target's share of `make test`, after replaying its seeds and regressions
 # (issue 17 asks for a few minutes each; CI's hour leaves room for one): two at a time on
