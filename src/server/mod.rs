@@ -17,7 +17,7 @@ pub mod tls;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -309,8 +309,6 @@ where
 #[derive(Default)]
 struct Unsent {
     bytes: AtomicUsize,
-    /// Set when the writer has ended (the client is gone, or the connection closes).
-    ended: AtomicBool,
     /// Woken whenever a response has been written, and when the writer ends.
     written: Notify,
 }
@@ -322,17 +320,18 @@ impl Unsent {
     }
 
     /// Waits while more than [`RESPONSE_BYTES_UNSENT_MAX`] bytes are unsent. False when the
-    /// writer has ended, or when no response was written for `idle` (a client that stopped
-    /// reading, closed as Kafka closes a connection idle for `connections.max.idle.ms`).
-    async fn drained(&self, idle: Option<Duration>) -> bool {
+    /// writer has ended (`tx` closed), or when no response was written for `idle` (a client
+    /// that stopped reading, closed as Kafka closes a connection idle for
+    /// `connections.max.idle.ms`).
+    async fn drained(&self, tx: &mpsc::Sender<Pieces>, idle: Option<Duration>) -> bool {
         if self.bytes.load(Ordering::Acquire) <= RESPONSE_BYTES_UNSENT_MAX {
-            return !self.ended.load(Ordering::Acquire);
+            return !tx.is_closed();
         }
         loop {
             let written = self.written.notified();
             tokio::pin!(written);
             written.as_mut().enable();
-            if self.ended.load(Ordering::Acquire) {
+            if tx.is_closed() {
                 return false;
             }
             if self.bytes.load(Ordering::Acquire) <= RESPONSE_BYTES_UNSENT_MAX {
@@ -389,7 +388,8 @@ where
         let unsent = unsent.clone();
         tokio::spawn(async move {
             write_responses(&mut wr, &mut rx, &unsent).await;
-            unsent.ended.store(true, Ordering::Release);
+            // The reader sees the channel closed, then wakes if it waits.
+            drop(rx);
             unsent.written.notify_one();
         })
     };
@@ -443,8 +443,8 @@ where
                     Some(idle) => tokio::time::timeout(idle, tx.send(bytes)).await,
                     None => Ok(tx.send(bytes).await),
                 };
-                if !(matches!(sent, Ok(Ok(()))) && unsent.drained(idle).await) {
-                    if !unsent.ended.load(Ordering::Acquire) {
+                if !(matches!(sent, Ok(Ok(()))) && unsent.drained(&tx, idle).await) {
+                    if !tx.is_closed() {
                         tracing::debug!(peer = %peer, idle_ms = ?idle, "closing a connection whose client does not read its responses (connections.max.idle.ms)");
                         stalled = true;
                     }
